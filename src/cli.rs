@@ -1,0 +1,253 @@
+//! Command-line definitions (clap). Parsing only: `main.rs` maps each command to the code
+//! that runs it and every error to an exit code (see [`crate::exit_code`]).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::config::Override;
+
+/// Release gate and resilience harness for GPU notebook workspaces on Kubernetes.
+///
+/// With no target named, commands run against the embedded simulator (a Kubernetes API
+/// server with simulated GKE Workspaces and real Jupyter kernels). A real cluster is used
+/// only when named with `--target cluster`.
+#[derive(Debug, Parser)]
+#[command(name = "wsgate", version, propagate_version = true)]
+#[command(after_help = crate::cli::EXIT_CODES_HELP)]
+pub struct Cli {
+    /// Log filter (tracing syntax, e.g. `info`, `wsgate=debug`); also WSGATE_LOG.
+    #[arg(long, global = true, env = "WSGATE_LOG", default_value = "warn")]
+    pub log: String,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Appended to `--help`: the exit code table.
+pub const EXIT_CODES_HELP: &str = "Exit codes: 0 passed; 1 failed; 2 usage or config error; 3 target unreachable or \
+prerequisite missing; 4 cleanup leak; 5 not built yet; 10 FreshSession; 11 FilesLost; 12 Inconclusive; \
+13 budget exhausted; 70 internal error; 130 interrupted.";
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the verification suite (default target: the embedded simulator)
+    Run(RunArgs),
+    /// Run the embedded simulator on its own and write a kubeconfig for kubectl
+    Sim(SimArgs),
+    /// Mark a Jupyter kernel's process and later check whether it came back
+    Probe(ProbeArgs),
+    /// Release gate across an upgrade: prepare before it, verify after it
+    Gate(NotBuiltArgs),
+    /// Capacity-contention drill: N paused workspaces resume on M < N GPUs
+    Drill(NotBuiltArgs),
+    /// Workspaces in plain words: ready, paused, waiting for a GPU, restoring, error
+    Status(NotBuiltArgs),
+    /// Check a target's prerequisites (CRDs, add-on, GPU pool, RBAC) and print fixes
+    Doctor(NotBuiltArgs),
+    /// Remove objects that earlier wsgate runs left behind (expired or by run id)
+    Janitor(NotBuiltArgs),
+    /// GPU-hour accounting and idle-threshold break-even from JSON reports
+    Cost(NotBuiltArgs),
+    /// Re-render Markdown and HTML from a JSON report, or compare two reports
+    Report(NotBuiltArgs),
+}
+
+impl Command {
+    /// The subcommand's name as typed.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Run(_) => "run",
+            Command::Sim(_) => "sim",
+            Command::Probe(_) => "probe",
+            Command::Gate(_) => "gate",
+            Command::Drill(_) => "drill",
+            Command::Status(_) => "status",
+            Command::Doctor(_) => "doctor",
+            Command::Janitor(_) => "janitor",
+            Command::Cost(_) => "cost",
+            Command::Report(_) => "report",
+        }
+    }
+}
+
+/// Where a command runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TargetKindArg {
+    /// The embedded simulator, started in-process on a loopback port.
+    Sim,
+    /// A real cluster, from --kubeconfig/--context or kube's usual inference.
+    Cluster,
+}
+
+/// The target flags every command that talks to a cluster takes.
+#[derive(Debug, Clone, Default, Args)]
+pub struct TargetArgs {
+    /// The target: `sim` (default, the embedded simulator) or `cluster`
+    #[arg(long, value_enum)]
+    pub target: Option<TargetKindArg>,
+    /// Kubeconfig file for a cluster target (default: KUBECONFIG, then ~/.kube/config, then in-cluster)
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context for a cluster target (never defaults to your current context silently: see --help)
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+    /// Test namespace (must carry the label wsgate.dev/test-namespace=true for destructive steps)
+    #[arg(short = 'n', long, value_name = "NAME")]
+    pub namespace: Option<String>,
+}
+
+impl TargetArgs {
+    /// The flags as config overrides (the last layer).
+    pub fn overrides(&self) -> Vec<Override> {
+        let mut out = Vec::new();
+        if let Some(t) = self.target {
+            let v = match t {
+                TargetKindArg::Sim => "sim",
+                TargetKindArg::Cluster => "cluster",
+            };
+            out.push(Override::new("target.kind", v, "--target"));
+        }
+        if let Some(p) = &self.kubeconfig {
+            out.push(Override::new(
+                "target.kubeconfig",
+                p.display().to_string(),
+                "--kubeconfig",
+            ));
+        }
+        if let Some(c) = &self.context {
+            out.push(Override::new("target.context", c.clone(), "--context"));
+        }
+        if let Some(n) = &self.namespace {
+            out.push(Override::new("target.namespace", n.clone(), "--namespace"));
+        }
+        out
+    }
+}
+
+/// What to keep in the cluster after a scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum KeepArg {
+    Never,
+    Failed,
+    Always,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Profile file layered over the embedded defaults (e.g. fixtures/profiles/nightly.toml)
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<PathBuf>,
+    /// Cucumber tag expression, e.g. '@nightly and not @slow'
+    #[arg(long, value_name = "EXPR")]
+    pub tags: Option<String>,
+    /// Run only scenarios whose name matches this regex
+    #[arg(long, value_name = "REGEX")]
+    pub name: Option<String>,
+    /// Scenarios run at once
+    #[arg(long, value_name = "N")]
+    pub concurrency: Option<u32>,
+    /// Stop at the first failed scenario
+    #[arg(long)]
+    pub fail_fast: bool,
+    /// What to leave in the cluster after a scenario
+    #[arg(long, value_enum)]
+    pub keep: Option<KeepArg>,
+    /// Where reports go (a run writes reports/<run-id>/)
+    #[arg(long, value_name = "DIR")]
+    pub reports: Option<PathBuf>,
+    /// Set any config key, e.g. --set budgets.resume_to_running=90 (repeatable)
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Print the resolved configuration and plan; touch nothing
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct SimArgs {
+    /// Loopback port to listen on (0 picks a free one)
+    #[arg(long, default_value_t = 0)]
+    pub port: u16,
+    /// Where to write the kubeconfig for kubectl and kube-rs
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "reports/sim-kubeconfig.yaml"
+    )]
+    pub kubeconfig: PathBuf,
+    /// Only install the Jupyter runtime (the Python venv in .venv-sim/) and exit
+    #[arg(long)]
+    pub prepare_runtime: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ProbeArgs {
+    #[command(subcommand)]
+    pub command: crate::session::probe::ProbeCommand,
+}
+
+/// Arguments of a subcommand that is not built yet: accepted so that `--help` works and the
+/// command can say so plainly.
+#[derive(Debug, Clone, Args)]
+pub struct NotBuiltArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Arguments for the command (not built yet)
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    pub rest: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_well_formed_and_every_subcommand_has_one_line_help() {
+        Cli::command().debug_assert();
+        for sub in Cli::command().get_subcommands() {
+            let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
+            assert!(
+                !about.is_empty() && !about.contains('\n'),
+                "{}",
+                sub.get_name()
+            );
+        }
+    }
+
+    #[test]
+    fn target_flags_become_overrides() {
+        let cli = Cli::try_parse_from([
+            "wsgate",
+            "run",
+            "--target",
+            "cluster",
+            "--context",
+            "gke",
+            "-n",
+            "team-a",
+            "--dry-run",
+        ])
+        .unwrap();
+        let Command::Run(run) = cli.command else {
+            panic!("run")
+        };
+        let keys: Vec<_> = run
+            .target
+            .overrides()
+            .into_iter()
+            .map(|o| (o.key, o.value))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                ("target.kind".to_string(), "cluster".to_string()),
+                ("target.context".to_string(), "gke".to_string()),
+                ("target.namespace".to_string(), "team-a".to_string())
+            ]
+        );
+        assert!(run.dry_run);
+    }
+}

@@ -1,0 +1,81 @@
+//! What each subcommand does, and the one error type the binary maps to exit codes.
+
+mod run;
+mod sim;
+
+use crate::cli::Command;
+use crate::config::ConfigError;
+use crate::exit_code;
+use crate::platform::target::TargetError;
+use crate::sim::SimError;
+
+/// Every failure a command can end with; [`CommandError::exit_code`] is the table's only use.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    #[error("the embedded simulator failed")]
+    Sim(#[from] SimError),
+    #[error(transparent)]
+    Probe(#[from] crate::session::probe::ProbeError),
+    #[error("`wsgate {command}` is not built yet: {what}")]
+    NotBuilt { command: &'static str, what: String },
+    #[error("the simulator's Jupyter runtime is not available")]
+    Runtime(#[from] crate::sim::runtime::venv::VenvError),
+    #[error("cannot {what}")]
+    Io {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl CommandError {
+    /// The process exit code for this error (see [`crate::exit_code`]).
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            CommandError::Config(_) => exit_code::USAGE,
+            CommandError::Target(_) | CommandError::Runtime(_) => exit_code::TARGET,
+            CommandError::Sim(_) | CommandError::Io { .. } => exit_code::INTERNAL,
+            CommandError::Probe(e) => e.exit_code(),
+            CommandError::NotBuilt { .. } => exit_code::NOT_BUILT,
+        }
+    }
+}
+
+/// Runs one subcommand and returns its exit code, or the error that ended it.
+pub async fn dispatch(command: Command) -> Result<i32, CommandError> {
+    let name = command.name();
+    match command {
+        Command::Run(args) => run::run(args).await,
+        Command::Sim(args) => sim::sim(args).await,
+        Command::Probe(args) => Ok(crate::session::probe::run(&args.command).await?),
+        Command::Gate(_)
+        | Command::Drill(_)
+        | Command::Status(_)
+        | Command::Doctor(_)
+        | Command::Janitor(_)
+        | Command::Cost(_)
+        | Command::Report(_) => Err(CommandError::NotBuilt {
+            command: name,
+            what: "it is planned (see the README's status table); nothing was done".to_string(),
+        }),
+    }
+}
+
+/// Waits for SIGINT or SIGTERM.
+pub async fn interrupted() -> Result<&'static str, CommandError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let io = |source| CommandError::Io {
+        what: "install the signal handlers",
+        source,
+    };
+    let mut term = signal(SignalKind::terminate()).map_err(io)?;
+    let mut int = signal(SignalKind::interrupt()).map_err(io)?;
+    Ok(tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    })
+}

@@ -1,0 +1,38 @@
+//! `wsgate sim`: the embedded simulator on its own, for kubectl and exploration.
+
+use super::{CommandError, interrupted};
+use crate::cli::SimArgs;
+use crate::exit_code;
+use crate::sim::{SimHandle, SimOptions};
+
+pub async fn sim(args: SimArgs) -> Result<i32, CommandError> {
+    if args.prepare_runtime {
+        let root = std::env::current_dir().map_err(|source| CommandError::Io {
+            what: "read the working directory",
+            source,
+        })?;
+        let venv = crate::sim::runtime::venv::ensure_venv(&root)?;
+        println!("simulator runtime ready: {}", venv.root.display());
+        return Ok(exit_code::SUCCESS);
+    }
+    let sim = SimHandle::start(SimOptions {
+        port: args.port,
+        ..Default::default()
+    })
+    .await?;
+    sim.write_kubeconfig(&args.kubeconfig)?;
+    println!(
+        "wsgate simulator (not a real cluster) listening on {}",
+        sim.url()
+    );
+    println!("kubeconfig: {}", args.kubeconfig.display());
+    println!(
+        "try: KUBECONFIG={} kubectl get namespaces",
+        args.kubeconfig.display()
+    );
+    println!("stop with Ctrl-C (SIGINT) or SIGTERM");
+    let signal = interrupted().await?;
+    println!("{signal}: shutting down the simulator");
+    sim.shutdown().await;
+    Ok(exit_code::SUCCESS)
+}

@@ -1,0 +1,66 @@
+//! The one table from outcome to process exit code. README.md repeats it; keep them equal.
+//!
+//! | code | constant              | meaning                                                             |
+//! |------|-----------------------|---------------------------------------------------------------------|
+//! | 0    | `SUCCESS`             | everything passed (for `probe check`: verdict Restored)             |
+//! | 1    | `FAILED`              | one or more scenarios (or the gate) failed                          |
+//! | 2    | `USAGE`               | bad flags, bad config, malformed feature file, unknown step         |
+//! | 3    | `TARGET`              | target unreachable, refused credentials, or a prerequisite missing  |
+//! | 4    | `CLEANUP_LEAK`        | the run passed but left objects behind in the cluster               |
+//! | 5    | `NOT_BUILT`           | the subcommand is not built yet                                     |
+//! | 10   | `FRESH_SESSION`       | verdict FreshSession: files there, process state gone              |
+//! | 11   | `FILES_LOST`          | verdict FilesLost                                                   |
+//! | 12   | `INCONCLUSIVE`        | verdict Inconclusive (evidence missing or contradictory)            |
+//! | 13   | `BUDGET`              | a named budget ran out (the message names the phase)                |
+//! | 70   | `INTERNAL`            | a bug in wsgate: please report it                                   |
+//! | 130  | `INTERRUPTED`         | interrupted by SIGINT or SIGTERM (cleanup still ran)                |
+
+/// Everything passed.
+pub const SUCCESS: i32 = 0;
+/// One or more scenarios, or the gate, failed.
+pub const FAILED: i32 = 1;
+/// Bad flags, bad config, malformed feature file, unknown step.
+pub const USAGE: i32 = 2;
+/// Target unreachable, credentials refused, or a prerequisite missing.
+pub const TARGET: i32 = 3;
+/// The run passed but left objects behind.
+pub const CLEANUP_LEAK: i32 = 4;
+/// The subcommand is not built yet.
+pub const NOT_BUILT: i32 = 5;
+/// Verdict FreshSession.
+pub const FRESH_SESSION: i32 = 10;
+/// Verdict FilesLost.
+pub const FILES_LOST: i32 = 11;
+/// Verdict Inconclusive.
+pub const INCONCLUSIVE: i32 = 12;
+/// A named budget ran out.
+pub const BUDGET: i32 = 13;
+/// A bug in wsgate.
+pub const INTERNAL: i32 = 70;
+/// Interrupted by SIGINT or SIGTERM.
+pub const INTERRUPTED: i32 = 130;
+
+/// Every code with its meaning, in the order of the table above (used by `--help` text and tests).
+pub const TABLE: &[(i32, &str)] = &[
+    (SUCCESS, "everything passed (probe check: verdict Restored)"),
+    (FAILED, "one or more scenarios, or the gate, failed"),
+    (
+        USAGE,
+        "bad flags, bad config, malformed feature file, unknown step",
+    ),
+    (
+        TARGET,
+        "target unreachable, credentials refused, or a prerequisite missing",
+    ),
+    (CLEANUP_LEAK, "the run passed but left objects behind"),
+    (NOT_BUILT, "the subcommand is not built yet"),
+    (
+        FRESH_SESSION,
+        "verdict FreshSession: files there, process state gone",
+    ),
+    (FILES_LOST, "verdict FilesLost"),
+    (INCONCLUSIVE, "verdict Inconclusive"),
+    (BUDGET, "a named budget ran out"),
+    (INTERNAL, "a bug in wsgate"),
+    (INTERRUPTED, "interrupted by SIGINT or SIGTERM"),
+];

@@ -1,0 +1,28 @@
+//! wsgate: a release gate and resilience harness for GPU notebook workspaces on Kubernetes.
+//!
+//! It drives Kubeflow Workspaces (and GKE Workspaces with pause/resume through GKE Pod
+//! Snapshots) through a Gherkin suite and decides, with evidence, whether a resume brought
+//! back the running process or only a fresh session over the same files.
+//!
+//! Module map (dependency direction points down):
+//! - [`cli`]: clap definitions; [`exit_code`]: the one table from outcome to process exit code.
+//! - [`config`]: layered configuration (embedded defaults -> profile -> env -> flags).
+//! - [`platform`]: the cluster side (kube-rs): CRD types and target connection.
+//! - [`session`]: the Jupyter side: REST client and kernel websocket channel.
+//! - [`verdict`]: pure: evidence in, restore verdict out.
+//! - [`sim`]: the embedded simulator; the harness never imports it.
+
+pub mod cli;
+pub mod commands;
+pub mod config;
+pub mod exit_code;
+pub mod platform;
+pub mod session;
+pub mod sim;
+pub mod verdict;
+
+/// Installs the process-wide rustls crypto provider (ring). Call first in `main` and in
+/// test setup: kube and reqwest both build TLS connectors and need one.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

@@ -1,0 +1,46 @@
+//! The `wsgate` binary: install the rustls provider, parse the CLI, run the command, and map
+//! its outcome to an exit code (the table is `wsgate::exit_code`).
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use wsgate::cli::Cli;
+use wsgate::exit_code;
+
+fn main() -> ExitCode {
+    wsgate::install_crypto_provider();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            // clap: 0 for --help/--version, 2 for usage errors (our USAGE code).
+            return ExitCode::from(e.exit_code() as u8);
+        }
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(exit_code::INTERNAL as u8);
+        }
+    };
+    let code = match runtime.block_on(wsgate::commands::dispatch(cli.command)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            let mut source = std::error::Error::source(&e);
+            while let Some(s) = source {
+                eprintln!("  caused by: {s}");
+                source = s.source();
+            }
+            e.exit_code()
+        }
+    };
+    ExitCode::from(code as u8)
+}

@@ -1,0 +1,5 @@
+//! The cluster side (kube-rs): the platform's custom resource types and, in later modules,
+//! workspace lifecycle, pods, events, snapshots, GPU capacity and the cleanup ledger.
+
+pub mod crd;
+pub mod target;

@@ -1,0 +1,166 @@
+//! Connecting to a cluster target: kubeconfig and context selection (never the user's
+//! current context by accident), reachability, credentials, and the namespace opt-in label.
+
+use std::path::PathBuf;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::Api;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+use crate::config::TargetConfig;
+
+/// The label a namespace must carry before wsgate runs destructive steps in it.
+pub const OPT_IN_LABEL: &str = "wsgate.dev/test-namespace";
+
+/// Why a target could not be used. Every variant maps to exit code 3 (`TARGET`).
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    #[error("cannot read kubeconfig {path}")]
+    Kubeconfig {
+        path: PathBuf,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    #[error(
+        "no cluster context named: pass --context NAME (or --kubeconfig PATH, or set KUBECONFIG); \
+         wsgate never falls back to your current kube context on its own"
+    )]
+    NoContext,
+    #[error("cannot load the cluster configuration (context {context:?})")]
+    Config {
+        context: Option<String>,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    #[error("cannot use the in-cluster configuration")]
+    InCluster(#[source] kube::config::InClusterError),
+    #[error("cannot build a client for {url}")]
+    Client {
+        url: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error(
+        "the API server at {url} is unreachable; check the URL, the network and that the cluster is up"
+    )]
+    Unreachable {
+        url: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error(
+        "the API server at {url} refused the credentials ({code}): the token may be wrong or expired; refresh the kubeconfig"
+    )]
+    Unauthorized { url: String, code: u16 },
+    #[error("namespace {namespace:?} does not exist; create it with the label {OPT_IN_LABEL}=true")]
+    NamespaceMissing { namespace: String },
+    #[error(
+        "namespace {namespace:?} is not opted in to wsgate's destructive steps; \
+         label it with `kubectl label namespace {namespace} {OPT_IN_LABEL}=true` if it is a test namespace"
+    )]
+    NamespaceNotOptedIn { namespace: String },
+    #[error("cannot read namespace {namespace:?}")]
+    Namespace {
+        namespace: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Builds the kube configuration for a cluster target.
+pub async fn cluster_config(target: &TargetConfig) -> Result<kube::Config, TargetError> {
+    let options = KubeConfigOptions {
+        context: target.context.clone(),
+        ..Default::default()
+    };
+    let mut config = if let Some(path) = &target.kubeconfig {
+        let kc = Kubeconfig::read_from(path).map_err(|source| TargetError::Kubeconfig {
+            path: path.clone(),
+            source,
+        })?;
+        kube::Config::from_custom_kubeconfig(kc, &options)
+            .await
+            .map_err(|source| TargetError::Config {
+                context: target.context.clone(),
+                source,
+            })?
+    } else if target.context.is_some() || std::env::var_os("KUBECONFIG").is_some() {
+        kube::Config::from_kubeconfig(&options)
+            .await
+            .map_err(|source| TargetError::Config {
+                context: target.context.clone(),
+                source,
+            })?
+    } else if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
+        kube::Config::incluster().map_err(TargetError::InCluster)?
+    } else {
+        return Err(TargetError::NoContext);
+    };
+    if target.insecure_skip_tls_verify {
+        tracing::warn!(
+            "TLS verification of the API server is OFF (target.insecure_skip_tls_verify): \
+             anyone on the network path can impersonate the cluster"
+        );
+        eprintln!("WARNING: TLS verification of the API server is turned off");
+        config.accept_invalid_certs = true;
+    }
+    Ok(config)
+}
+
+/// Builds a client and checks that the server answers and accepts the credentials.
+pub async fn connect(config: kube::Config) -> Result<kube::Client, TargetError> {
+    let url = config.cluster_url.to_string();
+    let client = kube::Client::try_from(config).map_err(|source| TargetError::Client {
+        url: url.clone(),
+        source,
+    })?;
+    // /version is public on real servers, so check credentials with a namespace list.
+    client
+        .apiserver_version()
+        .await
+        .map_err(|source| TargetError::Unreachable {
+            url: url.clone(),
+            source,
+        })?;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    match namespaces
+        .list_metadata(&kube::api::ListParams::default().limit(1))
+        .await
+    {
+        Ok(_) => Ok(client),
+        Err(kube::Error::Api(s)) if s.code == 401 => {
+            Err(TargetError::Unauthorized { url, code: s.code })
+        }
+        // 403 on listing namespaces is normal for a least-privilege identity.
+        Err(kube::Error::Api(_)) => Ok(client),
+        Err(source) => Err(TargetError::Unreachable { url, source }),
+    }
+}
+
+/// Refuses a namespace that lacks the opt-in label.
+pub async fn check_opt_in(client: &kube::Client, namespace: &str) -> Result<(), TargetError> {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let ns = api
+        .get_opt(namespace)
+        .await
+        .map_err(|source| TargetError::Namespace {
+            namespace: namespace.to_string(),
+            source,
+        })?
+        .ok_or_else(|| TargetError::NamespaceMissing {
+            namespace: namespace.to_string(),
+        })?;
+    let opted_in = ns
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(OPT_IN_LABEL))
+        .is_some_and(|v| v == "true");
+    if opted_in {
+        Ok(())
+    } else {
+        Err(TargetError::NamespaceNotOptedIn {
+            namespace: namespace.to_string(),
+        })
+    }
+}

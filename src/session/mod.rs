@@ -1,0 +1,45 @@
+//! The Jupyter side: a Jupyter Server REST client, the kernel websocket channel, the cell
+//! templates and the marker protocol that collects restore evidence.
+//!
+//! - [`client`]: `JupyterClient`, REST (`/api/status`, `/api/kernels`, `/api/sessions`,
+//!   `/api/contents`) with token, bearer or cookie auth as headers; [`auth`] holds them.
+//! - [`channel`]: `KernelChannel`, the kernel websocket (messaging protocol 5.3) with
+//!   budgeted `execute`; [`matcher`] matches replies by parent msg_id (pure).
+//! - [`cells`]: the embedded cell templates and their safe parameter filling.
+//! - [`marker`]: the nonce; [`protocol`]: `mark` and `collect_evidence`.
+//! - [`probe`]: `wsgate probe mark|check` for ad-hoc use against any Jupyter server.
+//!
+//! The evidence types are pure data and live in `crate::verdict::evidence`; they are
+//! re-exported here.
+
+pub mod auth;
+pub mod budget;
+pub mod cells;
+pub mod channel;
+pub mod client;
+pub mod error;
+pub mod marker;
+pub mod matcher;
+pub mod models;
+pub mod probe;
+pub mod probe_state;
+pub mod protocol;
+mod tls;
+pub mod wire;
+
+pub use auth::{Auth, AuthScheme, Secret};
+pub use budget::Budget;
+pub use cells::{Cell, CellTemplate, Model};
+pub use channel::{ExecuteOptions, KernelChannel};
+pub use client::{ClientOptions, JupyterClient};
+pub use error::SessionError;
+pub use marker::{Nonce, SealedNonce};
+pub use matcher::{CellException, ExecuteOutcome, ExecuteStatus};
+pub use models::{KernelModel, ServerStatus, SessionModel};
+pub use probe::{ProbeArgs, ProbeCommand, ProbeError};
+pub use protocol::{Budgets, MarkerPlan, collect_evidence, mark};
+
+pub use crate::verdict::evidence::{
+    DiskScan, Evidence, FileState, KernelEvidence, MarkerObservation, ModelEvidence, Phase,
+    PlatformEvidence, ProcessStart, RecoveryEvidence, TickerEvidence,
+};

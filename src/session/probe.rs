@@ -1,0 +1,345 @@
+//! `wsgate probe`: the marker protocol by hand, against any Jupyter server.
+//!
+//! `probe mark` stores a marker in a kernel (one it starts, or `--kernel-id`) and writes the
+//! evidence to a state file; `probe check` collects the evidence again and prints the
+//! verdict with everything that decided it. The exit code of `check` is the verdict's:
+//!
+//! | code | meaning |
+//! |------|---------|
+//! | 0  | Restored (for `mark`: the marker is stored) |
+//! | 10 | FreshSession |
+//! | 11 | FilesLost |
+//! | 12 | Inconclusive |
+//! | 1  | the kernel died, the channel closed, or a cell raised |
+//! | 2  | bad flags, or a missing or invalid state file |
+//! | 3  | server unreachable, credentials refused (401/403), no such kernel, a Python module missing |
+//! | 13 | a budget ran out (`--connect-budget`, `--cell-budget`, `--model-budget`) |
+//! | 70 | a wsgate bug |
+
+use std::convert::Infallible;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use chrono::Utc;
+
+use super::auth::{Auth, AuthScheme, Secret};
+use super::budget::Budget;
+use super::cells::Model;
+use super::client::{ClientOptions, JupyterClient};
+use super::error::SessionError;
+use super::marker::Nonce;
+use super::probe_state::{ProbeState, SCHEMA, StateFileError};
+use super::protocol::{Budgets, MarkerPlan, collect_evidence, mark};
+use crate::exit_code;
+use crate::verdict::{MarkerObservation, PlatformEvidence, decide};
+
+const EXIT_CODES: &str = "Exit codes: 0 Restored (mark: marker stored); 10 FreshSession; \
+11 FilesLost; 12 Inconclusive; 1 kernel died, channel closed or a cell raised; 2 bad flags or \
+state file; 3 server unreachable, credentials refused, no such kernel or a Python module \
+missing; 13 a budget ran out; 70 a wsgate bug.";
+
+/// `wsgate probe ...`.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum ProbeCommand {
+    /// Store a marker in a kernel and write the evidence to the state file.
+    #[command(after_help = EXIT_CODES)]
+    Mark(ProbeArgs),
+    /// Collect the evidence again and print the verdict (exit code = verdict).
+    #[command(after_help = EXIT_CODES)]
+    Check(ProbeArgs),
+}
+
+/// Flags shared by `probe mark` and `probe check`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ProbeArgs {
+    /// The Jupyter server's base URL, e.g. https://host/workspace/connect/ns/ws/jupyterlab/
+    /// (a `?token=` in it is used as the token and never stored).
+    #[arg(long, value_name = "URL")]
+    pub url: String,
+    /// The credential (a Jupyter token, a bearer token or a cookie header; see --auth).
+    #[arg(long, env = "WSGATE_JUPYTER_TOKEN", hide_env_values = true, value_name = "TOKEN",
+          value_parser = parse_secret)]
+    pub token: Option<Secret>,
+    /// How the credential is sent.
+    #[arg(long, value_enum, default_value_t = AuthScheme::Token)]
+    pub auth: AuthScheme,
+    /// The state file (`mark` writes it, `check` reads it). Holds no token.
+    #[arg(long, value_name = "FILE")]
+    pub state: PathBuf,
+    /// The kernel to mark or check (mark: default, start a new one; check: default, the
+    /// one in the state file).
+    #[arg(long, value_name = "ID")]
+    pub kernel_id: Option<String>,
+    /// mark: the model the cells load.
+    #[arg(long, value_enum, default_value_t = Model::SimTiny)]
+    pub model: Model,
+    /// mark: for qwen2.5-3b-t4, the hub id or local directory of the model.
+    #[arg(long, value_name = "ID_OR_DIR")]
+    pub model_source: Option<String>,
+    /// The budget for each ordinary cell (e.g. 30s, 2m).
+    #[arg(long, value_parser = parse_duration, default_value = "60s", value_name = "DURATION")]
+    pub cell_budget: Duration,
+    /// The budget for loading, checking or recovering the model.
+    #[arg(long, value_parser = parse_duration, default_value = "10m", value_name = "DURATION")]
+    pub model_budget: Duration,
+    /// The budget for reaching the kernel again (retrying while the server does not answer).
+    #[arg(long, value_parser = parse_duration, default_value = "60s", value_name = "DURATION")]
+    pub connect_budget: Duration,
+    /// Accept any TLS certificate. Test servers only; logged loudly.
+    #[arg(long)]
+    pub insecure_skip_tls_verify: bool,
+    /// check: print the verdict and both evidence sets as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Why a probe could not produce its answer.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// Talking to the server or the kernel failed.
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    /// The state file could not be read or written.
+    #[error(transparent)]
+    State(#[from] StateFileError),
+}
+
+impl ProbeError {
+    /// The process exit code (see the module docs).
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            ProbeError::Session(e) => e.exit_code(),
+            ProbeError::State(_) => exit_code::USAGE,
+        }
+    }
+}
+
+/// Runs a probe command; returns the exit code (for `check`, the verdict's).
+pub async fn run(cmd: &ProbeCommand) -> Result<i32, ProbeError> {
+    match cmd {
+        ProbeCommand::Mark(args) => run_mark(args).await,
+        ProbeCommand::Check(args) => run_check(args).await,
+    }
+}
+
+fn client_for(args: &ProbeArgs) -> Result<JupyterClient, SessionError> {
+    if args.insecure_skip_tls_verify {
+        eprintln!(
+            "wsgate: WARNING: TLS certificate verification is OFF (--insecure-skip-tls-verify); \
+             anyone on the path can read the token. Use this only against test servers."
+        );
+        tracing::warn!("TLS certificate verification disabled by --insecure-skip-tls-verify");
+    }
+    let auth = match &args.token {
+        Some(t) => Auth::from_scheme(args.auth, t.clone()),
+        None => Auth::None,
+    };
+    JupyterClient::new(
+        &args.url,
+        auth,
+        ClientOptions {
+            insecure_skip_tls_verify: args.insecure_skip_tls_verify,
+        },
+    )
+}
+
+fn budgets(args: &ProbeArgs) -> Budgets {
+    Budgets {
+        connect: Budget::new("connect (--connect-budget)", args.connect_budget),
+        cell: Budget::new("cell (--cell-budget)", args.cell_budget),
+        model: Budget::new("model (--model-budget)", args.model_budget),
+    }
+}
+
+async fn run_mark(args: &ProbeArgs) -> Result<i32, ProbeError> {
+    let client = client_for(args)?;
+    client.status().await?; // fails fast on a wrong URL or token
+    let (kernel_id, started) = match &args.kernel_id {
+        Some(id) => (client.kernel(id).await?.id, false),
+        None => (client.start_kernel(None).await?.id, true),
+    };
+    let nonce = Nonce::generate();
+    let run_id = format!(
+        "{}-{}",
+        Utc::now().format("%Y%m%dT%H%M%SZ"),
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
+    let mut plan = MarkerPlan::new(args.model, run_id);
+    if let Some(source) = &args.model_source {
+        plan.model_source = source.clone();
+    }
+    let before = match mark(&client, &kernel_id, &nonce, &plan, &budgets(args)).await {
+        Ok(evidence) => evidence,
+        Err(e) => {
+            if started {
+                let _ = client.delete_kernel(&kernel_id).await;
+            }
+            return Err(e.into());
+        }
+    };
+    let digest = match before.kernel.as_ref().map(|k| &k.marker) {
+        Some(MarkerObservation::Present { digest }) => digest.clone(),
+        _ => String::new(),
+    };
+    let state = ProbeState {
+        schema: SCHEMA.to_owned(),
+        url: client.base_url().to_string(),
+        kernel_id: kernel_id.clone(),
+        kernel_started_by_probe: started,
+        nonce: nonce.seal(),
+        marker_digest: digest,
+        plan,
+        marked_at: Utc::now(),
+        before: before.clone(),
+    };
+    state.write(&args.state)?;
+    let k = before.kernel.as_ref();
+    println!(
+        "marked kernel {kernel_id} at {} (pid {}, execution count {}, model {}{}); state written to {}",
+        client.base_url(),
+        k.map(|k| k.pid).unwrap_or_default(),
+        k.map(|k| k.execution_count).unwrap_or_default(),
+        state.plan.model,
+        k.and_then(|k| k.model.as_ref())
+            .map(|m| format!(
+                ", weight hash {}",
+                &m.weight_hash[..12.min(m.weight_hash.len())]
+            ))
+            .unwrap_or_default(),
+        args.state.display()
+    );
+    for note in &before.notes {
+        println!("note: {note}");
+    }
+    Ok(exit_code::SUCCESS)
+}
+
+async fn run_check(args: &ProbeArgs) -> Result<i32, ProbeError> {
+    let state = ProbeState::read(&args.state)?;
+    let nonce = state
+        .nonce
+        .unseal()
+        .ok_or_else(|| StateFileError::Invalid {
+            path: args.state.clone(),
+            detail: "the sealed nonce is damaged".to_owned(),
+        })?;
+    let client = client_for(args)?;
+    client.status().await?; // fails fast on a wrong URL or token
+    let kernel_id = args
+        .kernel_id
+        .clone()
+        .unwrap_or_else(|| state.kernel_id.clone());
+    let after = collect_evidence(
+        &client,
+        &kernel_id,
+        &nonce,
+        &state.plan,
+        &budgets(args),
+        Some(&state.before),
+    )
+    .await?;
+    let verdict = decide(&state.before, &after, &PlatformEvidence::not_observed());
+    if args.json {
+        let doc = serde_json::json!({
+            "verdict": verdict,
+            "exit_code": verdict.exit_code(),
+            "before": state.before,
+            "after": after,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+    } else {
+        println!(
+            "wsgate probe check: kernel {kernel_id} at {} (marked {}, model {})",
+            client.base_url(),
+            state.marked_at.to_rfc3339(),
+            state.plan.model
+        );
+        print!("{verdict}");
+        for note in &after.notes {
+            println!("note: {note}");
+        }
+        println!("exit code {} ({})", verdict.exit_code(), verdict.kind);
+    }
+    Ok(verdict.exit_code())
+}
+
+fn parse_secret(s: &str) -> Result<Secret, Infallible> {
+    Ok(Secret::new(s))
+}
+
+/// Parses `90`, `90s`, `500ms`, `2m`, `1h` (also `1m30s`).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    if let Ok(secs) = t.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = t;
+    let bad = || format!("`{text}` is not a duration (examples: 30s, 500ms, 2m, 1h)");
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+        if digits == 0 {
+            return Err(bad());
+        }
+        let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let part = match &rest[..unit_len] {
+            "ms" => Duration::from_millis(n),
+            "s" => Duration::from_secs(n),
+            "m" | "min" => Duration::from_secs(n * 60),
+            "h" => Duration::from_secs(n * 3600),
+            _ => return Err(bad()),
+        };
+        total += part;
+        rest = &rest[unit_len..];
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        probe: ProbeCommand,
+    }
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("5 parsecs").is_err());
+    }
+
+    #[test]
+    fn flags_parse_and_debug_hides_the_token() {
+        let cli = Cli::try_parse_from([
+            "probe",
+            "check",
+            "--url",
+            "http://h/",
+            "--token",
+            "sekrit",
+            "--state",
+            "/tmp/s.json",
+            "--cell-budget",
+            "5s",
+        ])
+        .unwrap();
+        let ProbeCommand::Check(args) = &cli.probe else {
+            panic!()
+        };
+        assert_eq!(args.cell_budget, Duration::from_secs(5));
+        assert_eq!(args.model, Model::SimTiny);
+        assert!(!format!("{args:?}").contains("sekrit"));
+    }
+}

@@ -1,0 +1,393 @@
+//! The marker protocol over a kernel channel: [`mark`] before the pause (load the model,
+//! store the nonce silently, write the input, application checkpoint and output files, use
+//! the model, then collect the evidence), [`collect_evidence`] after the resume (reconnect,
+//! check the marker, scan the disk, recover from the checkpoint when the process is new).
+//!
+//! Both open fresh websocket connections: old connections do not survive a restore.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::Duration;
+
+use chrono::Utc;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::budget::Budget;
+use super::cells::{Cell, CellValues, Model, parse_result, template};
+use super::channel::{ExecuteOptions, KernelChannel};
+use super::client::JupyterClient;
+use super::error::SessionError;
+use super::marker::Nonce;
+use crate::verdict::{
+    DiskScan, Evidence, FileState, KernelEvidence, MarkerObservation, ModelEvidence, Phase,
+    ProcessStart, RecoveryEvidence, TickerEvidence,
+};
+
+/// What a run stores and where (serialisable into a state file; holds no secret).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MarkerPlan {
+    /// The model the cells load.
+    pub model: Model,
+    /// This run's id (names its directory).
+    pub run_id: String,
+    /// The directory for the run's files, relative to the kernel's working directory
+    /// (`/`-separated; not hidden, so the Contents API serves it).
+    pub work_dir: String,
+    /// Seed for sim-tiny's weights and input.
+    pub seed: u64,
+    /// For `qwen2.5-3b-t4`: the hub id or local directory of the model.
+    pub model_source: String,
+    /// For `qwen2.5-3b-t4`: the prompt.
+    pub prompt: String,
+    /// The disk scan skips files larger than this.
+    pub scan_max_file_bytes: u64,
+    /// The disk scan stops after this many files.
+    pub scan_max_files: u64,
+}
+
+impl MarkerPlan {
+    /// A plan with defaults for `model`, its files under `wsgate-probe/<run_id>/`.
+    pub fn new(model: Model, run_id: impl Into<String>) -> Self {
+        MarkerPlan {
+            model,
+            run_id: run_id.into(),
+            work_dir: "wsgate-probe".to_owned(),
+            seed: 20_261_104,
+            model_source: "Qwen/Qwen2.5-3B-Instruct".to_owned(),
+            prompt: "In one sentence: why does pausing an idle GPU notebook save money?".to_owned(),
+            scan_max_file_bytes: 64 << 20,
+            scan_max_files: 200_000,
+        }
+    }
+
+    /// The run's files: name (`input`, `checkpoint`, `output`) to path relative to the
+    /// kernel's working directory.
+    pub fn files(&self) -> BTreeMap<String, String> {
+        self.model
+            .file_names()
+            .iter()
+            .map(|(name, file)| {
+                let dir = self.work_dir.trim_end_matches('/');
+                ((*name).to_owned(), format!("{dir}/{}/{file}", self.run_id))
+            })
+            .collect()
+    }
+
+    fn values(&self, nonce: &Nonce) -> CellValues {
+        let needles: Vec<String> = nonce.disk_needles().iter().map(hex::encode).collect();
+        [
+            ("nonce_hex", json!(nonce.hex())),
+            ("files", json!(self.files())),
+            ("seed", json!(self.seed)),
+            ("model_id", json!(self.model_source)),
+            ("prompt", json!(self.prompt)),
+            ("needles_hex", json!(needles)),
+            ("max_file_bytes", json!(self.scan_max_file_bytes)),
+            ("max_files", json!(self.scan_max_files)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect()
+    }
+}
+
+/// The budgets the protocol runs under (the names appear in messages).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Budgets {
+    /// Reaching the server and opening the channel (retrying while it does not answer).
+    pub connect: Budget,
+    /// Each ordinary cell.
+    pub cell: Budget,
+    /// Loading or recovering the model.
+    pub model: Budget,
+}
+
+impl Default for Budgets {
+    fn default() -> Self {
+        Budgets {
+            connect: Budget::new("connect", Duration::from_secs(60)),
+            cell: Budget::new("cell", Duration::from_secs(60)),
+            model: Budget::new("model", Duration::from_secs(600)),
+        }
+    }
+}
+
+/// Before the pause: loads the model, stores the nonce (silent, no history), writes the
+/// files, uses the model, and returns the evidence (phase `BeforePause`).
+pub async fn mark(
+    client: &JupyterClient,
+    kernel_id: &str,
+    nonce: &Nonce,
+    plan: &MarkerPlan,
+    budgets: &Budgets,
+) -> Result<Evidence, SessionError> {
+    let values = plan.values(nonce);
+    let mut ch = KernelChannel::connect_within(client, kernel_id, &budgets.connect).await?;
+    run_cell(
+        &mut ch,
+        plan.model,
+        Cell::LoadModel,
+        &values,
+        opts(&budgets.model, Cell::LoadModel),
+    )
+    .await?;
+    let store = opts(&budgets.cell, Cell::StoreMarker).silent();
+    execute_ok(&mut ch, plan.model, Cell::StoreMarker, &values, &store).await?;
+    run_cell(
+        &mut ch,
+        plan.model,
+        Cell::WriteFiles,
+        &values,
+        opts(&budgets.cell, Cell::WriteFiles),
+    )
+    .await?;
+    run_cell(
+        &mut ch,
+        plan.model,
+        Cell::UseModel,
+        &values,
+        opts(&budgets.cell, Cell::UseModel),
+    )
+    .await?;
+    let kernel = kernel_evidence(&mut ch, kernel_id, plan, &values, budgets).await?;
+    let scan = disk_scan(&mut ch, plan, &values, budgets).await?;
+    ch.close().await;
+    let mut notes = Vec::new();
+    let files_via_server = files_via_server(client, plan, None, &mut notes).await?;
+    Ok(Evidence {
+        phase: Phase::BeforePause,
+        collected_at: Utc::now(),
+        kernel_id: kernel_id.to_owned(),
+        kernel_listed: true,
+        kernel: Some(kernel),
+        files_via_server,
+        disk_scan: Some(scan),
+        recovery: None,
+        notes,
+    })
+}
+
+/// After the resume (or at any later time): reconnects to `kernel_id` and collects the same
+/// evidence. If the server no longer lists the kernel, a scratch kernel reads the files,
+/// scans the disk and tries the checkpoint, and is deleted afterwards. When the marker is
+/// gone, the model is recovered from the application checkpoint. `before` says whether the
+/// Contents API could serve the files before the pause (only then is it asked again).
+pub async fn collect_evidence(
+    client: &JupyterClient,
+    kernel_id: &str,
+    nonce: &Nonce,
+    plan: &MarkerPlan,
+    budgets: &Budgets,
+    before: Option<&Evidence>,
+) -> Result<Evidence, SessionError> {
+    let values = plan.values(nonce);
+    let mut notes = Vec::new();
+    let listed = match retry_transient(&budgets.connect, || client.kernel(kernel_id)).await {
+        Ok(_) => true,
+        Err(SessionError::KernelNotFound { .. }) => false,
+        Err(e) => return Err(e),
+    };
+    let (asked_id, scratch) = if listed {
+        (kernel_id.to_owned(), false)
+    } else {
+        let k = client.start_kernel(None).await?;
+        notes.push(format!(
+            "kernel {kernel_id} is no longer listed by the server; scratch kernel {} read the files",
+            k.id
+        ));
+        (k.id, true)
+    };
+
+    let result = async {
+        let mut ch = KernelChannel::connect_within(client, &asked_id, &budgets.connect).await?;
+        let kernel = kernel_evidence(&mut ch, &asked_id, plan, &values, budgets).await?;
+        let scan = disk_scan(&mut ch, plan, &values, budgets).await?;
+        let recovery = if kernel.marker == MarkerObservation::Absent {
+            Some(recover(&mut ch, plan, &values, budgets).await?)
+        } else {
+            None
+        };
+        ch.close().await;
+        Ok::<_, SessionError>((kernel, scan, recovery))
+    }
+    .await;
+    if scratch && let Err(e) = client.delete_kernel(&asked_id).await {
+        notes.push(format!("deleting scratch kernel {asked_id} failed: {e}"));
+    }
+    let (kernel, scan, recovery) = result?;
+    let fetch = before.is_none_or(|b| b.files_via_server.is_some());
+    let files_via_server = if fetch {
+        files_via_server(client, plan, before, &mut notes).await?
+    } else {
+        None
+    };
+    Ok(Evidence {
+        phase: Phase::AfterResume,
+        collected_at: Utc::now(),
+        kernel_id: kernel_id.to_owned(),
+        kernel_listed: listed,
+        kernel: Some(kernel),
+        files_via_server,
+        disk_scan: Some(scan),
+        recovery,
+        notes,
+    })
+}
+
+fn opts(budget: &Budget, cell: Cell) -> ExecuteOptions {
+    ExecuteOptions::new(budget.limit).named(cell.name(), budget.name.to_string())
+}
+
+async fn execute_ok(
+    ch: &mut KernelChannel,
+    model: Model,
+    cell: Cell,
+    values: &CellValues,
+    options: &ExecuteOptions,
+) -> Result<String, SessionError> {
+    let code = template(model, cell).render(values)?;
+    Ok(ch
+        .execute(&code, options)
+        .await?
+        .into_ok(cell.name())?
+        .stdout)
+}
+
+async fn run_cell(
+    ch: &mut KernelChannel,
+    model: Model,
+    cell: Cell,
+    values: &CellValues,
+    options: ExecuteOptions,
+) -> Result<Value, SessionError> {
+    let stdout = execute_ok(ch, model, cell, values, &options).await?;
+    parse_result(&stdout).ok_or_else(|| SessionError::CellOutput {
+        cell: cell.name().to_owned(),
+        detail: format!(
+            "printed no WSGATE-RESULT line (stdout: {:?})",
+            stdout.chars().take(300).collect::<String>()
+        ),
+    })
+}
+
+fn decode<T: for<'de> Deserialize<'de>>(cell: Cell, value: Value) -> Result<T, SessionError> {
+    serde_json::from_value(value).map_err(|e| SessionError::CellOutput {
+        cell: cell.name().to_owned(),
+        detail: format!("unexpected result: {e}"),
+    })
+}
+
+/// What check_marker prints.
+#[derive(Deserialize)]
+struct KernelReport {
+    marker: MarkerObservation,
+    pid: u32,
+    process_start: Option<ProcessStart>,
+    hostname: Option<String>,
+    execution_count: u64,
+    kernel_id_in_process: Option<String>,
+    model: Option<ModelEvidence>,
+    gpu_memory_allocated: Option<u64>,
+    ticker: Option<TickerEvidence>,
+    files: BTreeMap<String, FileState>,
+}
+
+async fn kernel_evidence(
+    ch: &mut KernelChannel,
+    kernel_id: &str,
+    plan: &MarkerPlan,
+    values: &CellValues,
+    budgets: &Budgets,
+) -> Result<KernelEvidence, SessionError> {
+    // The model hook re-runs the model (greedy generation for an LLM): the model budget.
+    let options = opts(&budgets.model, Cell::CheckMarker).no_history();
+    let value = run_cell(ch, plan.model, Cell::CheckMarker, values, options).await?;
+    let r: KernelReport = decode(Cell::CheckMarker, value)?;
+    Ok(KernelEvidence {
+        kernel_id: kernel_id.to_owned(),
+        kernel_id_in_process: r.kernel_id_in_process,
+        marker: r.marker,
+        pid: r.pid,
+        process_start: r.process_start,
+        hostname: r.hostname,
+        execution_count: r.execution_count,
+        model: r.model,
+        gpu_memory_allocated: r.gpu_memory_allocated,
+        ticker: r.ticker,
+        files: r.files,
+    })
+}
+
+async fn disk_scan(
+    ch: &mut KernelChannel,
+    plan: &MarkerPlan,
+    values: &CellValues,
+    budgets: &Budgets,
+) -> Result<DiskScan, SessionError> {
+    let options = opts(&budgets.model, Cell::ScanDisk).no_history();
+    decode(
+        Cell::ScanDisk,
+        run_cell(ch, plan.model, Cell::ScanDisk, values, options).await?,
+    )
+}
+
+async fn recover(
+    ch: &mut KernelChannel,
+    plan: &MarkerPlan,
+    values: &CellValues,
+    budgets: &Budgets,
+) -> Result<RecoveryEvidence, SessionError> {
+    let options = opts(&budgets.model, Cell::RecoverCheckpoint).no_history();
+    let value = run_cell(ch, plan.model, Cell::RecoverCheckpoint, values, options).await?;
+    decode(Cell::RecoverCheckpoint, value)
+}
+
+async fn files_via_server(
+    client: &JupyterClient,
+    plan: &MarkerPlan,
+    before: Option<&Evidence>,
+    notes: &mut Vec<String>,
+) -> Result<Option<BTreeMap<String, FileState>>, SessionError> {
+    let mut out = BTreeMap::new();
+    for (name, path) in plan.files() {
+        out.insert(name, client.file_state(&path).await?);
+    }
+    let none_served = out.values().all(|s| *s == FileState::Missing);
+    if before.is_none() && none_served {
+        notes.push(
+            "the Contents API does not serve the run's files (the kernel's working directory is \
+             not the server root); files are checked inside the kernel only"
+                .to_owned(),
+        );
+        return Ok(None);
+    }
+    Ok(Some(out))
+}
+
+/// Runs `f` until it succeeds or fails definitely, retrying transient failures every
+/// 250 ms within `budget`.
+async fn retry_transient<T, F, Fut>(budget: &Budget, mut f: F) -> Result<T, SessionError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, SessionError>>,
+{
+    let deadline = Instant::now() + budget.limit;
+    loop {
+        match tokio::time::timeout_at(deadline, f()).await {
+            Ok(Err(e)) if e.is_transient() && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Ok(result) => return result,
+            Err(_) => {
+                return Err(SessionError::Budget {
+                    budget: budget.name.to_string(),
+                    limit: budget.limit,
+                    cell: None,
+                    last_state: "the server did not answer".to_owned(),
+                });
+            }
+        }
+    }
+}

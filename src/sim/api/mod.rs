@@ -1,0 +1,149 @@
+//! The simulated API server's HTTP surface (axum): authentication, discovery, OpenAPI,
+//! and the resource routes, all answering errors as `metav1.Status`.
+
+pub mod discovery;
+pub mod openapi;
+pub mod patch;
+pub mod path;
+pub mod query;
+pub mod resource;
+pub mod table;
+pub mod watch;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Request, State as AxState};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde_json::Value;
+
+use crate::sim::error::ApiError;
+use crate::sim::store::Store;
+
+/// Shared state of the API server.
+#[derive(Clone)]
+pub struct State {
+    pub store: Arc<Store>,
+    /// The bearer token every request (but `/version` and health checks) must carry.
+    pub token: Arc<str>,
+    /// Flips to `true` when the server shuts down; open watches end.
+    pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// How often a watch that allows bookmarks gets one.
+    pub bookmark_interval: Duration,
+}
+
+/// A JSON reply with the given status.
+pub fn json_response(code: StatusCode, body: &Value) -> Response {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    let mut r = (code, bytes).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn typed_json(content_type: &'static str, body: &Value) -> Response {
+    let mut r = json_response(StatusCode::OK, body);
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
+}
+
+/// The router for one simulator instance.
+pub fn router(state: State) -> Router {
+    Router::new()
+        .route(
+            "/version",
+            get(|| async { json_response(StatusCode::OK, &discovery::version()) }),
+        )
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(|| async { "ok" }))
+        .route("/livez", get(|| async { "ok" }))
+        .route("/api", get(api_root))
+        .route("/apis", get(apis_root))
+        .route(
+            "/openapi/v3",
+            get(|| async { json_response(StatusCode::OK, &openapi::root()) }),
+        )
+        .route("/openapi/v3/{*path}", get(openapi_group_version))
+        .fallback(resources)
+        .layer(middleware::from_fn_with_state(state.clone(), authenticate))
+        .with_state(state)
+}
+
+async fn authenticate(AxState(state): AxState<State>, req: Request, next: Next) -> Response {
+    let public = matches!(
+        req.uri().path(),
+        "/version" | "/healthz" | "/readyz" | "/livez"
+    );
+    let presented = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if public || presented == Some(&*state.token) {
+        next.run(req).await
+    } else {
+        ApiError::unauthorized().into_response()
+    }
+}
+
+fn accept(headers: &HeaderMap) -> Option<&str> {
+    headers.get(header::ACCEPT).and_then(|v| v.to_str().ok())
+}
+
+async fn api_root(headers: HeaderMap) -> Response {
+    let (ct, body) = discovery::api_root(discovery::wants_aggregated(accept(&headers)));
+    typed_json(ct, &body)
+}
+
+async fn apis_root(headers: HeaderMap) -> Response {
+    let (ct, body) = discovery::apis_root(discovery::wants_aggregated(accept(&headers)));
+    typed_json(ct, &body)
+}
+
+async fn openapi_group_version(axum::extract::Path(p): axum::extract::Path<String>) -> Response {
+    match openapi::group_version(&p) {
+        Some(doc) => json_response(StatusCode::OK, &doc),
+        None => ApiError::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+        .into_response(),
+    }
+}
+
+async fn resources(
+    AxState(state): AxState<State>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let result = match path::parse(uri.path()) {
+        Ok(path::Target::GroupVersion { group, version }) if method == Method::GET => {
+            discovery::resource_list(&group, &version)
+                .map(|doc| json_response(StatusCode::OK, &doc))
+                .ok_or_else(|| {
+                    ApiError::new(
+                        404,
+                        "NotFound",
+                        "the server could not find the requested resource",
+                    )
+                })
+        }
+        Ok(path::Target::GroupVersion { .. }) => Err(ApiError::method_not_allowed()),
+        Ok(path::Target::Resource(p)) => {
+            resource::handle(&state, method, p, uri.query(), &headers, body).await
+        }
+        Err(e) => Err(e),
+    };
+    result.unwrap_or_else(IntoResponse::into_response)
+}

@@ -1,0 +1,16 @@
+//! The embedded simulator: a Kubernetes-API-compatible server (axum) over an in-memory
+//! object store, so the harness runs its real kube-rs and Jupyter code paths with no cluster.
+//!
+//! The harness never imports this module; only `wsgate sim`, `wsgate run` (when no cluster
+//! target is named) and the tests start it.
+
+pub mod api;
+pub mod error;
+pub mod kinds;
+pub mod runtime;
+pub mod selector;
+pub mod server;
+pub mod store;
+pub mod tls;
+
+pub use server::{SimError, SimHandle, SimOptions};

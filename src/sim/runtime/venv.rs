@@ -1,0 +1,354 @@
+//! The simulator's Python environment: `<project>/.venv-sim`, built with the project's
+//! `python3` (or `$WSGATE_PYTHON`) from `fixtures/sim/requirements.txt`.
+//!
+//! Idempotent: a stamp file inside the venv holds the sha256 of the requirements file and
+//! the interpreter's version; when both match, [`ensure_venv`] returns at once. Concurrent
+//! callers (several test binaries at once) serialise on an exclusive `flock` held on a lock
+//! file inside the venv directory, so one builds and the others wait and then reuse it.
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Instant;
+
+use sha2::{Digest, Sha256};
+
+/// The requirements file, relative to the project root.
+pub const REQUIREMENTS: &str = "fixtures/sim/requirements.txt";
+/// The venv directory, relative to the project root (ignored by git).
+pub const VENV_DIR: &str = ".venv-sim";
+/// Environment variable that overrides the interpreter used to create the venv.
+pub const PYTHON_ENV: &str = "WSGATE_PYTHON";
+
+const STAMP_FILE: &str = ".wsgate-stamp";
+const LOCK_FILE: &str = ".wsgate-lock";
+
+/// Paths inside a ready venv.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VenvPaths {
+    /// The venv directory.
+    pub root: PathBuf,
+    /// Its `bin/` directory.
+    pub bin: PathBuf,
+    /// Its Python interpreter.
+    pub python: PathBuf,
+    /// Its `jupyter` launcher.
+    pub jupyter: PathBuf,
+}
+
+impl VenvPaths {
+    fn new(root: PathBuf) -> Self {
+        let bin = root.join("bin");
+        VenvPaths {
+            python: bin.join("python"),
+            jupyter: bin.join("jupyter"),
+            bin,
+            root,
+        }
+    }
+}
+
+/// Why the venv could not be made ready.
+#[derive(Debug, thiserror::Error)]
+pub enum VenvError {
+    /// The requirements file is missing or unreadable.
+    #[error("cannot read the simulator requirements {path}: {source}")]
+    Requirements {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// The interpreter could not be run at all.
+    #[error(
+        "cannot run the Python interpreter `{interpreter}` ({source}); install Python 3.11+ as \
+         `python3` on PATH or point ${PYTHON_ENV} at one"
+    )]
+    PythonMissing {
+        interpreter: String,
+        #[source]
+        source: io::Error,
+    },
+    /// `python -m venv` failed.
+    #[error("`{interpreter} -m venv {venv}` failed ({status}): {output_tail}")]
+    CreateFailed {
+        interpreter: String,
+        venv: PathBuf,
+        status: String,
+        output_tail: String,
+    },
+    /// `pip install` could not reach the package registry.
+    #[error(
+        "pip could not reach the package registry while installing {requirements} into {venv}: \
+         {output_tail}"
+    )]
+    RegistryUnavailable {
+        requirements: PathBuf,
+        venv: PathBuf,
+        output_tail: String,
+    },
+    /// `pip install` failed for another reason.
+    #[error("`pip install -r {requirements}` into {venv} failed ({status}): {output_tail}")]
+    InstallFailed {
+        requirements: PathBuf,
+        venv: PathBuf,
+        status: String,
+        output_tail: String,
+    },
+    /// The installed venv does not import what the simulator needs.
+    #[error(
+        "the venv {venv} was built but does not import jupyter_server/ipykernel/numpy: {output_tail}"
+    )]
+    Broken { venv: PathBuf, output_tail: String },
+    /// A filesystem operation on the venv failed.
+    #[error("{action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Makes `<project_root>/.venv-sim` ready and returns its paths. Builds it (about 30 s, with
+/// progress on stderr) when it is missing or its stamp does not match the requirements.
+pub fn ensure_venv(project_root: &Path) -> Result<VenvPaths, VenvError> {
+    let requirements = project_root.join(REQUIREMENTS);
+    let req_bytes = fs::read(&requirements).map_err(|source| VenvError::Requirements {
+        path: requirements.clone(),
+        source,
+    })?;
+    let interpreter = std::env::var(PYTHON_ENV).unwrap_or_else(|_| "python3".to_owned());
+    let py_version = python_version(&interpreter)?;
+    let wanted_stamp = format!(
+        "requirements-sha256 {}\npython {}\n",
+        hex::encode(Sha256::digest(&req_bytes)),
+        py_version
+    );
+    let paths = VenvPaths::new(project_root.join(VENV_DIR));
+    if is_ready(&paths, &wanted_stamp) {
+        return Ok(paths);
+    }
+
+    fs::create_dir_all(&paths.root).map_err(io_err("create", &paths.root))?;
+    let _lock = lock_exclusive(&paths.root.join(LOCK_FILE))?;
+    // Another process may have finished the build while this one waited for the lock.
+    if is_ready(&paths, &wanted_stamp) {
+        return Ok(paths);
+    }
+    build(&paths, &interpreter, &requirements)?;
+    let stamp = paths.root.join(STAMP_FILE);
+    fs::write(&stamp, &wanted_stamp).map_err(io_err("write", &stamp))?;
+    Ok(paths)
+}
+
+fn is_ready(paths: &VenvPaths, wanted_stamp: &str) -> bool {
+    let stamp = fs::read_to_string(paths.root.join(STAMP_FILE)).unwrap_or_default();
+    stamp == wanted_stamp && paths.python.exists() && paths.jupyter.exists()
+}
+
+fn build(paths: &VenvPaths, interpreter: &str, requirements: &Path) -> Result<(), VenvError> {
+    let started = Instant::now();
+    eprintln!(
+        "wsgate: building the simulator venv {} from {} (once; about 30 s)",
+        paths.root.display(),
+        requirements.display()
+    );
+    clear_except_lock(&paths.root)?;
+    let out = run(Command::new(interpreter)
+        .arg("-m")
+        .arg("venv")
+        .arg(&paths.root))
+    .map_err(|source| VenvError::PythonMissing {
+        interpreter: interpreter.to_owned(),
+        source,
+    })?;
+    if !out.status.success() {
+        return Err(VenvError::CreateFailed {
+            interpreter: interpreter.to_owned(),
+            venv: paths.root.clone(),
+            status: out.status.to_string(),
+            output_tail: tail(&out),
+        });
+    }
+    eprintln!(
+        "wsgate: venv created; pip install -r {}",
+        requirements.display()
+    );
+    let out = run(Command::new(&paths.python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "--no-input",
+            "-r",
+        ])
+        .arg(requirements))
+    .map_err(io_err("run pip in", &paths.root))?;
+    if !out.status.success() {
+        let output_tail = tail(&out);
+        return Err(if looks_like_registry_failure(&output_tail) {
+            VenvError::RegistryUnavailable {
+                requirements: requirements.to_owned(),
+                venv: paths.root.clone(),
+                output_tail,
+            }
+        } else {
+            VenvError::InstallFailed {
+                requirements: requirements.to_owned(),
+                venv: paths.root.clone(),
+                status: out.status.to_string(),
+                output_tail,
+            }
+        });
+    }
+    let out = run(Command::new(&paths.python).args([
+        "-c",
+        "import jupyter_server, ipykernel, jupyter_client, numpy",
+    ]))
+    .map_err(io_err("run the venv interpreter in", &paths.root))?;
+    if !out.status.success() {
+        return Err(VenvError::Broken {
+            venv: paths.root.clone(),
+            output_tail: tail(&out),
+        });
+    }
+    eprintln!(
+        "wsgate: simulator venv ready in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn python_version(interpreter: &str) -> Result<String, VenvError> {
+    let out = run(Command::new(interpreter).arg("--version")).map_err(|source| {
+        VenvError::PythonMissing {
+            interpreter: interpreter.to_owned(),
+            source,
+        }
+    })?;
+    if !out.status.success() {
+        return Err(VenvError::PythonMissing {
+            interpreter: interpreter.to_owned(),
+            source: io::Error::other(format!("`--version` exited {}", out.status)),
+        });
+    }
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    Ok(text.trim().to_owned())
+}
+
+fn run(cmd: &mut Command) -> io::Result<Output> {
+    cmd.stdin(Stdio::null()).output()
+}
+
+fn tail(out: &Output) -> String {
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(12)..].join("\n")
+}
+
+/// pip's wording when the index cannot be reached (no network, proxy refused, DNS).
+fn looks_like_registry_failure(text: &str) -> bool {
+    [
+        "Failed to establish a new connection",
+        "Could not fetch URL",
+        "Temporary failure in name resolution",
+        "Network is unreachable",
+        "ProxyError",
+        "Max retries exceeded",
+        "No matching distribution found",
+    ]
+    .iter()
+    .any(|needle| text.contains(needle))
+}
+
+fn clear_except_lock(root: &Path) -> Result<(), VenvError> {
+    for entry in fs::read_dir(root).map_err(io_err("list", root))? {
+        let entry = entry.map_err(io_err("list", root))?;
+        if entry.file_name() == LOCK_FILE {
+            continue;
+        }
+        let path = entry.path();
+        let result = if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            fs::remove_dir_all(&path)
+        } else {
+            fs::remove_file(&path)
+        };
+        result.map_err(io_err("remove", &path))?;
+    }
+    Ok(())
+}
+
+/// An exclusive advisory lock, released when dropped (the file is closed).
+struct FileLock(#[allow(dead_code)] File);
+
+fn lock_exclusive(path: &Path) -> Result<FileLock, VenvError> {
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(io_err("open", path))?;
+    // SAFETY: flock on a file descriptor we own; no memory is shared with the kernel.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        eprintln!(
+            "wsgate: waiting for another process that is building {}",
+            path.parent().unwrap_or(path).display()
+        );
+        // SAFETY: as above.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(VenvError::Io {
+                action: "lock",
+                path: path.to_owned(),
+                source: io::Error::last_os_error(),
+            });
+        }
+    }
+    Ok(FileLock(file))
+}
+
+fn io_err(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> VenvError {
+    let path = path.to_owned();
+    move |source| VenvError::Io {
+        action,
+        path,
+        source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_failures_are_recognised() {
+        assert!(looks_like_registry_failure(
+            "WARNING: Retrying ... NewConnectionError('Failed to establish a new connection')"
+        ));
+        assert!(looks_like_registry_failure(
+            "ERROR: No matching distribution found for jupyter_server==2.21.1"
+        ));
+        assert!(!looks_like_registry_failure(
+            "ERROR: invalid requirement: '=='"
+        ));
+    }
+
+    #[test]
+    fn missing_interpreter_is_a_clear_error() {
+        let err = python_version("/nonexistent/python3-wsgate").unwrap_err();
+        assert!(matches!(err, VenvError::PythonMissing { .. }));
+        assert!(err.to_string().contains(PYTHON_ENV), "{err}");
+    }
+
+    #[test]
+    fn missing_requirements_file_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = ensure_venv(dir.path()).unwrap_err();
+        assert!(matches!(err, VenvError::Requirements { .. }), "{err}");
+        assert!(err.to_string().contains("requirements.txt"), "{err}");
+    }
+}

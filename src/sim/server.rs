@@ -1,0 +1,247 @@
+//! Starting and stopping one simulator: HTTPS on loopback with a generated CA and bearer
+//! token, the seeded objects, and the kubeconfig that kubectl and kube-rs accept.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine;
+use rand::RngExt;
+use serde_json::json;
+
+use super::api;
+use super::kinds;
+use super::store::Store;
+use super::tls;
+
+/// The label that opts a namespace into destructive test steps.
+pub const TEST_NAMESPACE_LABEL: &str = "wsgate.dev/test-namespace";
+/// The namespace the simulator seeds for tests (carrying the opt-in label).
+pub const TEST_NAMESPACE: &str = "wsgate-test";
+/// The context name in the kubeconfig the simulator writes.
+pub const CONTEXT: &str = "wsgate-sim";
+
+/// How to start a simulator.
+#[derive(Debug, Clone)]
+pub struct SimOptions {
+    /// Loopback port; 0 picks a free one.
+    pub port: u16,
+    /// How often watches that allow bookmarks get one.
+    pub bookmark_interval: Duration,
+    /// How many change events watches can resume from.
+    pub history: usize,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        Self {
+            port: 0,
+            bookmark_interval: Duration::from_secs(5),
+            history: 100_000,
+        }
+    }
+}
+
+/// Why a simulator could not start or write its kubeconfig.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
+    #[error("cannot bind the simulator to 127.0.0.1:{port}")]
+    Bind {
+        port: u16,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot configure TLS for the simulator")]
+    TlsConfig(#[source] std::io::Error),
+    #[error("cannot write the kubeconfig to {path}")]
+    WriteKubeconfig {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot build a kube client for the simulator")]
+    Client(#[source] kube::Error),
+    #[error("cannot read the simulator's kubeconfig")]
+    Kubeconfig(#[source] kube::config::KubeconfigError),
+}
+
+/// A running simulator. Dropping it stops the server.
+pub struct SimHandle {
+    addr: SocketAddr,
+    token: String,
+    ca_pem: String,
+    store: Arc<Store>,
+    server: axum_server::Handle<SocketAddr>,
+    shutdown: tokio::sync::watch::Sender<bool>,
+}
+
+fn random_token() -> String {
+    let bytes: [u8; 24] = rand::rng().random();
+    hex::encode(bytes)
+}
+
+/// Seeds the namespaces every simulated cluster has.
+fn seed(store: &Store) {
+    let ns = kinds::find("", "v1", "namespaces").expect("namespaces are served");
+    for (name, labels) in [
+        ("default", json!({})),
+        ("kube-system", json!({})),
+        (TEST_NAMESPACE, json!({TEST_NAMESPACE_LABEL: "true"})),
+    ] {
+        let mut labels = labels;
+        labels["kubernetes.io/metadata.name"] = json!(name);
+        store
+            .create(
+                ns,
+                None,
+                json!({"metadata": {"name": name, "labels": labels}}),
+                false,
+            )
+            .expect("seeding a fresh store cannot conflict");
+    }
+}
+
+impl SimHandle {
+    /// Starts a simulator on 127.0.0.1 and returns once it accepts connections.
+    pub async fn start(opts: SimOptions) -> Result<SimHandle, SimError> {
+        crate::install_crypto_provider();
+        let identity = tls::generate()?;
+        let config = axum_server::tls_rustls::RustlsConfig::from_pem(
+            identity.cert_pem.into_bytes(),
+            identity.key_pem.into_bytes(),
+        )
+        .await
+        .map_err(SimError::TlsConfig)?;
+        let listener =
+            std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, opts.port)).map_err(|source| {
+                SimError::Bind {
+                    port: opts.port,
+                    source,
+                }
+            })?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|source| SimError::Bind {
+                port: opts.port,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| SimError::Bind {
+            port: opts.port,
+            source,
+        })?;
+        let store = Store::new(opts.history);
+        seed(&store);
+        let token = random_token();
+        let (shutdown, shutdown_rx) = tokio::sync::watch::channel(false);
+        let state = api::State {
+            store: store.clone(),
+            token: token.clone().into(),
+            shutdown: shutdown_rx,
+            bookmark_interval: opts.bookmark_interval,
+        };
+        let app = api::router(state);
+        let server = axum_server::Handle::new();
+        let srv = axum_server::from_tcp_rustls(listener, config)
+            .map_err(|source| SimError::Bind {
+                port: opts.port,
+                source,
+            })?
+            .handle(server.clone());
+        tokio::spawn(async move {
+            if let Err(e) = srv.serve(app.into_make_service()).await {
+                tracing::error!(error = %e, "simulator API server stopped");
+            }
+        });
+        server.listening().await;
+        Ok(SimHandle {
+            addr,
+            token,
+            ca_pem: identity.ca_pem,
+            store,
+            server,
+            shutdown,
+        })
+    }
+
+    /// `https://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("https://{}", self.addr)
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The bearer token the server requires.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// The CA certificate (PEM) that signed the serving certificate.
+    pub fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+
+    /// The object store, for the simulator's own controllers and tests' ground truth.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// A kubeconfig for this simulator: context `wsgate-sim`, namespace `wsgate-test`.
+    pub fn kubeconfig_yaml(&self) -> String {
+        let ca = base64::engine::general_purpose::STANDARD.encode(&self.ca_pem);
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: {CONTEXT}\n  cluster:\n    server: {url}\n    certificate-authority-data: {ca}\nusers:\n- name: {CONTEXT}\n  user:\n    token: {token}\ncontexts:\n- name: {CONTEXT}\n  context:\n    cluster: {CONTEXT}\n    user: {CONTEXT}\n    namespace: {TEST_NAMESPACE}\ncurrent-context: {CONTEXT}\n",
+            url = self.url(),
+            token = self.token,
+        )
+    }
+
+    /// Writes the kubeconfig (mode 0600: it holds the token).
+    pub fn write_kubeconfig(&self, path: &Path) -> Result<(), SimError> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let err = |source| SimError::WriteKubeconfig {
+            path: path.display().to_string(),
+            source,
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(err)?;
+        }
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(err)?;
+        f.write_all(self.kubeconfig_yaml().as_bytes()).map_err(err)
+    }
+
+    /// A kube client for this simulator, built from its kubeconfig as any user's would be.
+    pub async fn client(&self) -> Result<kube::Client, SimError> {
+        let kc = kube::config::Kubeconfig::from_yaml(&self.kubeconfig_yaml())
+            .map_err(SimError::Kubeconfig)?;
+        let config =
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(SimError::Kubeconfig)?;
+        kube::Client::try_from(config).map_err(SimError::Client)
+    }
+
+    /// Stops the server: open watches end, then connections close.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        self.server.graceful_shutdown(Some(Duration::from_secs(2)));
+    }
+}
+
+impl Drop for SimHandle {
+    fn drop(&mut self) {
+        let _ = self.shutdown.send(true);
+        self.server.shutdown();
+    }
+}

@@ -1,0 +1,180 @@
+//! Object metadata rules: name validation (DNS-1123), generateName, timestamps, uids, and
+//! which parts of an object a write through the main resource or `/status` may change.
+
+use rand::RngExt;
+use serde_json::{Map, Value};
+
+use crate::sim::error::ApiError;
+use crate::sim::kinds::KindInfo;
+
+/// RFC 3339 time in whole seconds, as Kubernetes writes `metav1.Time`.
+pub fn now_rfc3339() -> String {
+    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+pub fn new_uid() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// Five random characters from the alphabet Kubernetes uses for `generateName`.
+pub fn random_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    (0..5)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+/// Checks a DNS-1123 subdomain (the rule for most object names).
+pub fn check_name(kind: &KindInfo, name: &str) -> Result<(), ApiError> {
+    let ok = !name.is_empty()
+        && name.len() <= 253
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        && name.as_bytes()[0].is_ascii_alphanumeric()
+        && name.as_bytes()[name.len() - 1].is_ascii_alphanumeric();
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(
+            kind,
+            name,
+            "metadata.name",
+            format!(
+                "Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"
+            ),
+        ))
+    }
+}
+
+pub fn meta(obj: &Value) -> Option<&Map<String, Value>> {
+    obj.get("metadata").and_then(Value::as_object)
+}
+
+pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
+    if !obj.get("metadata").is_some_and(Value::is_object) {
+        obj["metadata"] = Value::Object(Map::new());
+    }
+    obj["metadata"]
+        .as_object_mut()
+        .expect("metadata is an object")
+}
+
+pub fn meta_str<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
+    meta(obj).and_then(|m| m.get(key)).and_then(Value::as_str)
+}
+
+pub fn finalizers(obj: &Value) -> Vec<String> {
+    meta(obj)
+        .and_then(|m| m.get("finalizers"))
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Everything but `metadata` and `status`: what a generation counts changes of.
+pub fn spec_part(obj: &Value) -> Map<String, Value> {
+    obj.as_object()
+        .map(|o| {
+            o.iter()
+                .filter(|(k, _)| {
+                    !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind")
+                })
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The system-owned metadata fields a client cannot change.
+pub const SYSTEM_FIELDS: &[&str] = &[
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "generation",
+    "resourceVersion",
+];
+
+/// Builds the object a write stores: for `/status` only the status comes from `incoming`;
+/// for the main resource of a kind with a status subresource, the status stays as it was.
+pub fn merge_for_write(kind: &KindInfo, old: &Value, incoming: Value, status_write: bool) -> Value {
+    if status_write {
+        let mut next = old.clone();
+        match incoming.get("status") {
+            Some(s) => next["status"] = s.clone(),
+            None => {
+                if let Some(o) = next.as_object_mut() {
+                    o.remove("status");
+                }
+            }
+        }
+        return next;
+    }
+    let mut next = incoming;
+    if kind.status {
+        match old.get("status") {
+            Some(s) => next["status"] = s.clone(),
+            None => {
+                if let Some(o) = next.as_object_mut() {
+                    o.remove("status");
+                }
+            }
+        }
+    }
+    let old_meta = meta(old).cloned().unwrap_or_default();
+    let m = meta_mut(&mut next);
+    for f in SYSTEM_FIELDS {
+        match old_meta.get(*f) {
+            Some(v) => {
+                m.insert((*f).to_string(), v.clone());
+            }
+            None => {
+                m.remove(*f);
+            }
+        }
+    }
+    next
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::kinds;
+    use serde_json::json;
+
+    #[test]
+    fn names_follow_dns_1123() {
+        let k = kinds::find("kubeflow.org", "v1beta1", "workspaces").unwrap();
+        assert!(check_name(k, "ws-a.b1").is_ok());
+        for bad in ["", "Ws", "-a", "a-", "a_b", &"a".repeat(254)] {
+            assert_eq!(check_name(k, bad).unwrap_err().code, 422, "{bad}");
+        }
+    }
+
+    #[test]
+    fn status_and_main_writes_are_separated() {
+        let k = kinds::find("kubeflow.org", "v1beta1", "workspaces").unwrap();
+        let old = json!({"metadata": {"name": "a", "uid": "u1", "generation": 1}, "spec": {"paused": false}, "status": {"state": "Running"}});
+        let incoming = json!({"metadata": {"name": "a", "uid": "x"}, "spec": {"paused": true}, "status": {"state": "Paused"}});
+        let main = merge_for_write(k, &old, incoming.clone(), false);
+        assert_eq!(main["spec"]["paused"], true);
+        assert_eq!(main["status"]["state"], "Running");
+        assert_eq!(main["metadata"]["uid"], "u1");
+        let status = merge_for_write(k, &old, incoming, true);
+        assert_eq!(status["spec"]["paused"], false);
+        assert_eq!(status["status"]["state"], "Paused");
+    }
+
+    #[test]
+    fn generate_name_suffix_has_five_safe_chars() {
+        let s = random_suffix();
+        assert_eq!(s.len(), 5);
+        assert!(s.chars().all(|c| "bcdfghjklmnpqrstvwxz2456789".contains(c)));
+    }
+}

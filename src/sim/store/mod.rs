@@ -1,0 +1,562 @@
+//! The simulator's object store: JSON objects per kind with a cluster-wide monotonic
+//! resourceVersion, uid, generation, creationTimestamp, deletionTimestamp + finalizers,
+//! ownerReference cascade deletion, and the change history that watches replay.
+//!
+//! Every write takes one lock, bumps the resourceVersion and publishes its events while
+//! still holding it, so watchers see changes in resourceVersion order with no gaps.
+
+pub mod meta;
+pub mod watch;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+use crate::sim::error::ApiError;
+use crate::sim::kinds::{self, KindInfo};
+use crate::sim::selector::{FieldSelector, LabelSelector};
+use meta::{check_name, finalizers, meta_mut, meta_str, now_rfc3339};
+use watch::History;
+pub use watch::{Event, EventType};
+
+/// `(namespace or "", name)`.
+pub type Key = (String, String);
+
+/// How dependents are treated when their owner is deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Propagation {
+    #[default]
+    Background,
+    Foreground,
+    Orphan,
+}
+
+/// Options of a delete call.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteOptions {
+    pub propagation: Propagation,
+    pub precondition_uid: Option<String>,
+    pub precondition_rv: Option<String>,
+    pub dry_run: bool,
+}
+
+/// What a delete did.
+#[derive(Debug, Clone)]
+pub enum DeleteOutcome {
+    /// The object is gone; this is its last state.
+    Deleted(Arc<Value>),
+    /// Finalizers are pending: the object now carries a deletionTimestamp.
+    Marked(Arc<Value>),
+}
+
+/// Where a watch starts.
+#[derive(Debug, Clone, Copy)]
+pub enum WatchStart {
+    /// Current objects first (as ADDED), then live changes.
+    Current,
+    /// Every change after this resourceVersion.
+    After(u64),
+}
+
+/// What a new watch receives: initial objects, replayed history and the live feed.
+pub struct Subscription {
+    pub initial: Vec<Arc<Value>>,
+    pub replay: Vec<Arc<Event>>,
+    pub resource_version: u64,
+    pub live: broadcast::Receiver<Arc<Event>>,
+}
+
+struct Inner {
+    rv: u64,
+    objects: HashMap<&'static str, BTreeMap<Key, Arc<Value>>>,
+    history: History,
+}
+
+/// The object store. Cheap to share behind an `Arc`.
+pub struct Store {
+    inner: Mutex<Inner>,
+    tx: broadcast::Sender<Arc<Event>>,
+}
+
+fn key(kind: &KindInfo, ns: Option<&str>, name: &str) -> Key {
+    let ns = if kind.namespaced {
+        ns.unwrap_or("")
+    } else {
+        ""
+    };
+    (ns.to_string(), name.to_string())
+}
+
+impl Store {
+    /// A store that keeps `history` events for watches to resume from.
+    pub fn new(history: usize) -> Arc<Self> {
+        let (tx, _) = broadcast::channel(8192);
+        Arc::new(Self {
+            inner: Mutex::new(Inner {
+                rv: 0,
+                objects: HashMap::new(),
+                history: History::new(history),
+            }),
+            tx,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave a half-written object (writes are a
+        // single insert), so a poisoned lock is safe to keep using.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The latest committed resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.lock().rv
+    }
+
+    /// Forgets the change history up to now: older watches get 410 Expired.
+    pub fn compact(&self) {
+        let mut inner = self.lock();
+        let rv = inner.rv;
+        inner.history.compact(rv);
+    }
+
+    pub fn get(
+        &self,
+        kind: &KindInfo,
+        ns: Option<&str>,
+        name: &str,
+    ) -> Result<Arc<Value>, ApiError> {
+        self.lock()
+            .objects
+            .get(kind.kind)
+            .and_then(|m| m.get(&key(kind, ns, name)))
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(kind, name))
+    }
+
+    /// Matching objects sorted by namespace and name, and the list's resourceVersion.
+    pub fn list(
+        &self,
+        kind: &KindInfo,
+        ns: Option<&str>,
+        labels: &LabelSelector,
+        fields: &FieldSelector,
+    ) -> (Vec<Arc<Value>>, u64) {
+        let inner = self.lock();
+        (
+            Self::list_locked(&inner, kind, ns, labels, fields),
+            inner.rv,
+        )
+    }
+
+    fn list_locked(
+        inner: &Inner,
+        kind: &KindInfo,
+        ns: Option<&str>,
+        labels: &LabelSelector,
+        fields: &FieldSelector,
+    ) -> Vec<Arc<Value>> {
+        let Some(map) = inner.objects.get(kind.kind) else {
+            return Vec::new();
+        };
+        let selected =
+            |o: &&Arc<Value>| labels.matches(o.pointer("/metadata/labels")) && fields.matches(o);
+        match (ns, fields.pinned_name()) {
+            (Some(ns), Some(name)) if kind.namespaced => map
+                .get(&(ns.to_string(), name.to_string()))
+                .filter(selected)
+                .cloned()
+                .into_iter()
+                .collect(),
+            (Some(ns), _) if kind.namespaced => map
+                .range((ns.to_string(), String::new())..)
+                .take_while(|((n, _), _)| n == ns)
+                .map(|(_, v)| v)
+                .filter(selected)
+                .cloned()
+                .collect(),
+            _ => map.values().filter(selected).cloned().collect(),
+        }
+    }
+
+    /// Creates an object. `ns` is the namespace from the URL (ignored for cluster kinds).
+    pub fn create(
+        &self,
+        kind: &'static KindInfo,
+        ns: Option<&str>,
+        mut obj: Value,
+        dry_run: bool,
+    ) -> Result<Arc<Value>, ApiError> {
+        if !obj.is_object() {
+            return Err(ApiError::bad_request("the body must be a JSON object"));
+        }
+        let body_ns = meta_str(&obj, "namespace").map(str::to_string);
+        let ns = if kind.namespaced {
+            let ns = ns.map(str::to_string).or(body_ns.clone()).ok_or_else(|| {
+                ApiError::bad_request(
+                    "the namespace of the object must be set for a namespaced kind",
+                )
+            })?;
+            if body_ns.as_deref().is_some_and(|b| !b.is_empty() && b != ns) {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            Some(ns)
+        } else {
+            None
+        };
+        let mut name = meta_str(&obj, "name").unwrap_or("").to_string();
+        if name.is_empty() {
+            let Some(prefix) = meta_str(&obj, "generateName").filter(|p| !p.is_empty()) else {
+                return Err(ApiError::invalid(
+                    kind,
+                    "",
+                    "metadata.name",
+                    "Required value: name or generateName is required",
+                ));
+            };
+            name = format!("{prefix}{}", meta::random_suffix());
+        }
+        check_name(kind, &name)?;
+        if let Some(api_version) = obj.get("apiVersion").and_then(Value::as_str)
+            && api_version != kind.api_version()
+        {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({api_version}) does not match the expected API version ({})",
+                kind.api_version()
+            )));
+        }
+        if kind.status && kind.kind != "Namespace" {
+            // Like a real API server with a status subresource: status is not settable on create.
+            if let Some(o) = obj.as_object_mut() {
+                o.remove("status");
+            }
+        }
+        let mut inner = self.lock();
+        if let Some(ns) = &ns
+            && !inner
+                .objects
+                .get("Namespace")
+                .is_some_and(|m| m.contains_key(&(String::new(), ns.clone())))
+        {
+            return Err(ApiError::namespace_not_found(ns));
+        }
+        let k = key(kind, ns.as_deref(), &name);
+        if inner
+            .objects
+            .get(kind.kind)
+            .is_some_and(|m| m.contains_key(&k))
+        {
+            return Err(ApiError::already_exists(kind, &name));
+        }
+        obj["apiVersion"] = json!(kind.api_version());
+        obj["kind"] = json!(kind.kind);
+        if kind.kind == "Namespace" && obj.pointer("/status/phase").is_none() {
+            obj["status"] = json!({"phase": "Active"});
+        }
+        let m = meta_mut(&mut obj);
+        m.insert("name".into(), json!(name));
+        if let Some(ns) = &ns {
+            m.insert("namespace".into(), json!(ns));
+        } else {
+            m.remove("namespace");
+        }
+        m.insert("uid".into(), json!(meta::new_uid()));
+        m.insert("generation".into(), json!(1));
+        m.insert("creationTimestamp".into(), json!(now_rfc3339()));
+        for f in [
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "resourceVersion",
+        ] {
+            m.remove(f);
+        }
+        if dry_run {
+            m.insert("resourceVersion".into(), json!(inner.rv.to_string()));
+            return Ok(Arc::new(obj));
+        }
+        let stored = self.commit(&mut inner, kind, k, obj, EventType::Added, None);
+        Ok(stored)
+    }
+
+    /// Stores `obj` under `k` with a new resourceVersion and publishes the event.
+    fn commit(
+        &self,
+        inner: &mut Inner,
+        kind: &'static KindInfo,
+        k: Key,
+        mut obj: Value,
+        etype: EventType,
+        previous: Option<Arc<Value>>,
+    ) -> Arc<Value> {
+        inner.rv += 1;
+        let rv = inner.rv;
+        meta_mut(&mut obj).insert("resourceVersion".into(), json!(rv.to_string()));
+        let obj = Arc::new(obj);
+        let map = inner.objects.entry(kind.kind).or_default();
+        if etype == EventType::Deleted {
+            map.remove(&k);
+        } else {
+            map.insert(k.clone(), obj.clone());
+        }
+        let event = Arc::new(Event {
+            rv,
+            kind,
+            namespace: kind.namespaced.then(|| k.0.clone()),
+            etype,
+            object: obj.clone(),
+            previous,
+        });
+        inner.history.push(event.clone());
+        // No receivers is fine: nobody is watching.
+        let _ = self.tx.send(event);
+        obj
+    }
+
+    /// Replaces or modifies an object. `change` gets the current object and returns the
+    /// desired one; a `metadata.resourceVersion` in it must equal the current one
+    /// (409 Conflict otherwise). `status_write` selects the `/status` subresource rules.
+    pub fn modify(
+        &self,
+        kind: &'static KindInfo,
+        ns: Option<&str>,
+        name: &str,
+        status_write: bool,
+        dry_run: bool,
+        change: impl FnOnce(&Value) -> Result<Value, ApiError>,
+    ) -> Result<Arc<Value>, ApiError> {
+        let mut inner = self.lock();
+        let k = key(kind, ns, name);
+        let current = inner
+            .objects
+            .get(kind.kind)
+            .and_then(|m| m.get(&k))
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(kind, name))?;
+        let desired = change(&current)?;
+        if !desired.is_object() {
+            return Err(ApiError::bad_request("the body must be a JSON object"));
+        }
+        if let Some(body_name) = meta_str(&desired, "name")
+            && body_name != name
+        {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
+        }
+        if let Some(rv) = meta_str(&desired, "resourceVersion")
+            && !rv.is_empty()
+            && Some(rv) != meta_str(&current, "resourceVersion")
+        {
+            return Err(ApiError::stale(kind, name));
+        }
+        let mut next = meta::merge_for_write(kind, &current, desired, status_write);
+        next["apiVersion"] = json!(kind.api_version());
+        next["kind"] = json!(kind.kind);
+        let deleting = meta_str(&current, "deletionTimestamp").is_some();
+        let new_finalizers = finalizers(&next);
+        if deleting {
+            let old = finalizers(&current);
+            if new_finalizers.iter().any(|f| !old.contains(f)) {
+                return Err(ApiError::invalid(
+                    kind,
+                    name,
+                    "metadata.finalizers",
+                    "Forbidden: no new finalizers can be added if the object is being deleted",
+                ));
+            }
+        }
+        if !status_write && meta::spec_part(&next) != meta::spec_part(&current) {
+            let g = current
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
+            meta_mut(&mut next).insert("generation".into(), json!(g + 1));
+        }
+        if dry_run {
+            return Ok(Arc::new(next));
+        }
+        if next == *current {
+            // A no-op write keeps the resourceVersion and emits nothing, as a real server does.
+            return Ok(current);
+        }
+        if deleting && new_finalizers.is_empty() {
+            let gone = self.commit(&mut inner, kind, k, next, EventType::Deleted, Some(current));
+            self.cascade(&mut inner, &gone, Propagation::Background);
+            return Ok(gone);
+        }
+        Ok(self.commit(
+            &mut inner,
+            kind,
+            k,
+            next,
+            EventType::Modified,
+            Some(current),
+        ))
+    }
+
+    /// Deletes an object: at once when it has no finalizers, otherwise by marking it.
+    pub fn delete(
+        &self,
+        kind: &'static KindInfo,
+        ns: Option<&str>,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<DeleteOutcome, ApiError> {
+        let mut inner = self.lock();
+        self.delete_locked(&mut inner, kind, key(kind, ns, name), opts)
+    }
+
+    fn delete_locked(
+        &self,
+        inner: &mut Inner,
+        kind: &'static KindInfo,
+        k: Key,
+        opts: &DeleteOptions,
+    ) -> Result<DeleteOutcome, ApiError> {
+        let current = inner
+            .objects
+            .get(kind.kind)
+            .and_then(|m| m.get(&k))
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(kind, &k.1))?;
+        if let Some(uid) = &opts.precondition_uid
+            && Some(uid.as_str()) != meta_str(&current, "uid")
+        {
+            return Err(ApiError::conflict(
+                kind,
+                &k.1,
+                &format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    meta_str(&current, "uid").unwrap_or("")
+                ),
+            ));
+        }
+        if let Some(rv) = &opts.precondition_rv
+            && Some(rv.as_str()) != meta_str(&current, "resourceVersion")
+        {
+            return Err(ApiError::conflict(
+                kind,
+                &k.1,
+                &format!(
+                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                    meta_str(&current, "resourceVersion").unwrap_or("")
+                ),
+            ));
+        }
+        if opts.dry_run {
+            return Ok(DeleteOutcome::Deleted(current));
+        }
+        if !finalizers(&current).is_empty() {
+            if meta_str(&current, "deletionTimestamp").is_some() {
+                return Ok(DeleteOutcome::Marked(current));
+            }
+            let mut next = (*current).clone();
+            let m = meta_mut(&mut next);
+            m.insert("deletionTimestamp".into(), json!(now_rfc3339()));
+            m.insert("deletionGracePeriodSeconds".into(), json!(0));
+            let marked = self.commit(inner, kind, k, next, EventType::Modified, Some(current));
+            return Ok(DeleteOutcome::Marked(marked));
+        }
+        let mut last = (*current).clone();
+        if meta_str(&last, "deletionTimestamp").is_none() {
+            meta_mut(&mut last).insert("deletionTimestamp".into(), json!(now_rfc3339()));
+        }
+        let gone = self.commit(inner, kind, k, last, EventType::Deleted, Some(current));
+        self.cascade(inner, &gone, opts.propagation);
+        Ok(DeleteOutcome::Deleted(gone))
+    }
+
+    /// Deletes (or orphans) the dependents of a deleted owner, and a namespace's contents.
+    fn cascade(&self, inner: &mut Inner, owner: &Value, propagation: Propagation) {
+        let owner_uid = meta_str(owner, "uid").unwrap_or("").to_string();
+        let owner_ns = meta_str(owner, "namespace").map(str::to_string);
+        let is_namespace = owner.get("kind").and_then(Value::as_str) == Some("Namespace");
+        let ns_name = meta_str(owner, "name").unwrap_or("").to_string();
+        let mut dependents: Vec<(&'static KindInfo, Key)> = Vec::new();
+        for kind in kinds::KINDS {
+            let Some(map) = inner.objects.get(kind.kind) else {
+                continue;
+            };
+            for (k, obj) in map {
+                let in_namespace = is_namespace && kind.namespaced && k.0 == ns_name;
+                let owned = obj
+                    .pointer("/metadata/ownerReferences")
+                    .and_then(Value::as_array)
+                    .is_some_and(|refs| {
+                        refs.iter().any(|r| {
+                            r.get("uid").and_then(Value::as_str) == Some(owner_uid.as_str())
+                        })
+                    });
+                // Owner references only bind within the owner's namespace (or cluster scope).
+                let same_scope = owner_ns.is_none() || owner_ns.as_deref() == Some(k.0.as_str());
+                if in_namespace || (owned && same_scope) {
+                    dependents.push((kind, k.clone()));
+                }
+            }
+        }
+        for (kind, k) in dependents {
+            if propagation == Propagation::Orphan && !is_namespace {
+                let Some(current) = inner
+                    .objects
+                    .get(kind.kind)
+                    .and_then(|m| m.get(&k))
+                    .cloned()
+                else {
+                    continue;
+                };
+                let mut next = (*current).clone();
+                if let Some(refs) = next
+                    .pointer_mut("/metadata/ownerReferences")
+                    .and_then(Value::as_array_mut)
+                {
+                    refs.retain(|r| {
+                        r.get("uid").and_then(Value::as_str) != Some(owner_uid.as_str())
+                    });
+                }
+                self.commit(inner, kind, k, next, EventType::Modified, Some(current));
+            } else {
+                // Already gone (a deeper cascade got it first) is fine.
+                let _ = self.delete_locked(inner, kind, k, &DeleteOptions::default());
+            }
+        }
+    }
+
+    /// Opens a watch: initial objects (for [`WatchStart::Current`]) or the replayed history,
+    /// and the live feed, taken under one lock so that nothing is missed or repeated.
+    pub fn subscribe(
+        &self,
+        kind: &KindInfo,
+        ns: Option<&str>,
+        labels: &LabelSelector,
+        fields: &FieldSelector,
+        start: WatchStart,
+    ) -> Result<Subscription, ApiError> {
+        let inner = self.lock();
+        let live = self.tx.subscribe();
+        let (initial, replay) = match start {
+            WatchStart::Current => (
+                Self::list_locked(&inner, kind, ns, labels, fields),
+                Vec::new(),
+            ),
+            WatchStart::After(rv) => {
+                let replay = inner
+                    .history
+                    .since(rv)
+                    .map_err(|oldest| ApiError::expired(rv, oldest))?;
+                (Vec::new(), replay)
+            }
+        };
+        Ok(Subscription {
+            initial,
+            replay,
+            resource_version: inner.rv,
+            live,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

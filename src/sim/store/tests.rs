@@ -1,0 +1,280 @@
+use super::*;
+use serde_json::json;
+
+fn kind(plural: &str) -> &'static KindInfo {
+    kinds::KINDS.iter().find(|k| k.plural == plural).unwrap()
+}
+
+fn store_with_ns() -> Arc<Store> {
+    let s = Store::new(100);
+    s.create(
+        kind("namespaces"),
+        None,
+        json!({"metadata": {"name": "n"}}),
+        false,
+    )
+    .unwrap();
+    s
+}
+
+fn ws(name: &str) -> Value {
+    json!({"metadata": {"name": name}, "spec": {"paused": false, "kind": "k"}})
+}
+
+fn rv(o: &Value) -> u64 {
+    o["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn create_sets_system_metadata_and_rejects_duplicates() {
+    let s = store_with_ns();
+    let w = s
+        .create(kind("workspaces"), Some("n"), ws("a"), false)
+        .unwrap();
+    assert_eq!(w["metadata"]["generation"], 1);
+    assert_eq!(w["metadata"]["namespace"], "n");
+    assert_eq!(w["apiVersion"], "kubeflow.org/v1beta1");
+    assert!(w["metadata"]["uid"].as_str().unwrap().len() == 36);
+    assert!(w["metadata"]["creationTimestamp"].is_string());
+    let e = s
+        .create(kind("workspaces"), Some("n"), ws("a"), false)
+        .unwrap_err();
+    assert_eq!((e.code, e.reason), (409, "AlreadyExists"));
+    let e = s
+        .create(kind("workspaces"), Some("missing"), ws("b"), false)
+        .unwrap_err();
+    assert_eq!(e.code, 404);
+    assert_eq!(e.message, "namespaces \"missing\" not found");
+}
+
+#[test]
+fn generate_name_and_status_dropped_on_create() {
+    let s = store_with_ns();
+    let w = s
+        .create(
+            kind("workspaces"),
+            Some("n"),
+            json!({"metadata": {"generateName": "ws-x-"}, "spec": {}, "status": {"state": "Running"}}),
+            false,
+        )
+        .unwrap();
+    let name = w["metadata"]["name"].as_str().unwrap();
+    assert!(name.starts_with("ws-x-") && name.len() == 10);
+    assert!(w.get("status").is_none());
+}
+
+#[test]
+fn resource_versions_increase_and_generation_counts_spec_changes() {
+    let s = store_with_ns();
+    let k = kind("workspaces");
+    let a = s.create(k, Some("n"), ws("a"), false).unwrap();
+    let b = s
+        .modify(k, Some("n"), "a", true, false, |cur| {
+            let mut c = cur.clone();
+            c["status"] = json!({"state": "Running"});
+            Ok(c)
+        })
+        .unwrap();
+    assert!(rv(&b) > rv(&a));
+    assert_eq!(
+        b["metadata"]["generation"], 1,
+        "status writes keep the generation"
+    );
+    let c = s
+        .modify(k, Some("n"), "a", false, false, |cur| {
+            let mut c = cur.clone();
+            c["spec"]["paused"] = json!(true);
+            Ok(c)
+        })
+        .unwrap();
+    assert_eq!(c["metadata"]["generation"], 2);
+    assert_eq!(c["status"]["state"], "Running");
+    let d = s
+        .modify(k, Some("n"), "a", false, false, |cur| {
+            let mut c = cur.clone();
+            c["metadata"]["labels"] = json!({"x": "y"});
+            Ok(c)
+        })
+        .unwrap();
+    assert_eq!(
+        d["metadata"]["generation"], 2,
+        "metadata changes keep the generation"
+    );
+}
+
+#[test]
+fn stale_resource_version_conflicts() {
+    let s = store_with_ns();
+    let k = kind("workspaces");
+    let a = s.create(k, Some("n"), ws("a"), false).unwrap();
+    s.modify(k, Some("n"), "a", false, false, |cur| {
+        let mut c = cur.clone();
+        c["spec"]["paused"] = json!(true);
+        Ok(c)
+    })
+    .unwrap();
+    let e = s
+        .modify(k, Some("n"), "a", false, false, |_| Ok((*a).clone()))
+        .unwrap_err();
+    assert_eq!((e.code, e.reason), (409, "Conflict"));
+}
+
+#[test]
+fn finalizers_hold_deletion_until_removed() {
+    let s = store_with_ns();
+    let k = kind("workspaces");
+    let mut o = ws("a");
+    o["metadata"]["finalizers"] = json!(["x/y"]);
+    s.create(k, Some("n"), o, false).unwrap();
+    let out = s
+        .delete(k, Some("n"), "a", &DeleteOptions::default())
+        .unwrap();
+    let DeleteOutcome::Marked(m) = out else {
+        panic!("expected a mark")
+    };
+    assert!(m["metadata"]["deletionTimestamp"].is_string());
+    let e = s
+        .modify(k, Some("n"), "a", false, false, |cur| {
+            let mut c = cur.clone();
+            c["metadata"]["finalizers"] = json!(["x/y", "new/one"]);
+            Ok(c)
+        })
+        .unwrap_err();
+    assert_eq!(e.code, 422);
+    s.modify(k, Some("n"), "a", false, false, |cur| {
+        let mut c = cur.clone();
+        c["metadata"]["finalizers"] = json!([]);
+        Ok(c)
+    })
+    .unwrap();
+    assert_eq!(s.get(k, Some("n"), "a").unwrap_err().code, 404);
+}
+
+#[test]
+fn owner_cascade_and_orphan() {
+    let s = store_with_ns();
+    let w = s
+        .create(kind("workspaces"), Some("n"), ws("a"), false)
+        .unwrap();
+    let owner = json!([{"apiVersion": "kubeflow.org/v1beta1", "kind": "Workspace", "name": "a", "uid": w["metadata"]["uid"], "controller": true}]);
+    for name in ["svc-1", "svc-2"] {
+        s.create(
+            kind("services"),
+            Some("n"),
+            json!({"metadata": {"name": name, "ownerReferences": owner}, "spec": {}}),
+            false,
+        )
+        .unwrap();
+    }
+    s.delete(
+        kind("workspaces"),
+        Some("n"),
+        "a",
+        &DeleteOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        s.get(kind("services"), Some("n"), "svc-1")
+            .unwrap_err()
+            .code,
+        404
+    );
+    assert_eq!(
+        s.get(kind("services"), Some("n"), "svc-2")
+            .unwrap_err()
+            .code,
+        404
+    );
+
+    let w = s
+        .create(kind("workspaces"), Some("n"), ws("b"), false)
+        .unwrap();
+    let owner = json!([{"apiVersion": "kubeflow.org/v1beta1", "kind": "Workspace", "name": "b", "uid": w["metadata"]["uid"]}]);
+    s.create(
+        kind("services"),
+        Some("n"),
+        json!({"metadata": {"name": "kept", "ownerReferences": owner}, "spec": {}}),
+        false,
+    )
+    .unwrap();
+    let opts = DeleteOptions {
+        propagation: Propagation::Orphan,
+        ..Default::default()
+    };
+    s.delete(kind("workspaces"), Some("n"), "b", &opts).unwrap();
+    let kept = s.get(kind("services"), Some("n"), "kept").unwrap();
+    assert_eq!(kept["metadata"]["ownerReferences"], json!([]));
+}
+
+#[test]
+fn delete_preconditions_are_checked() {
+    let s = store_with_ns();
+    let k = kind("workspaces");
+    s.create(k, Some("n"), ws("a"), false).unwrap();
+    let opts = DeleteOptions {
+        precondition_uid: Some("not-the-uid".into()),
+        ..Default::default()
+    };
+    assert_eq!(s.delete(k, Some("n"), "a", &opts).unwrap_err().code, 409);
+    assert!(s.get(k, Some("n"), "a").is_ok());
+}
+
+#[test]
+fn deleting_a_namespace_deletes_its_contents() {
+    let s = store_with_ns();
+    s.create(kind("workspaces"), Some("n"), ws("a"), false)
+        .unwrap();
+    s.delete(kind("namespaces"), None, "n", &DeleteOptions::default())
+        .unwrap();
+    assert_eq!(
+        s.get(kind("workspaces"), Some("n"), "a").unwrap_err().code,
+        404
+    );
+}
+
+#[test]
+fn dry_run_persists_nothing() {
+    let s = store_with_ns();
+    let before = s.resource_version();
+    s.create(kind("workspaces"), Some("n"), ws("a"), true)
+        .unwrap();
+    assert_eq!(s.resource_version(), before);
+    assert_eq!(
+        s.get(kind("workspaces"), Some("n"), "a").unwrap_err().code,
+        404
+    );
+}
+
+#[test]
+fn subscribe_replays_after_rv_and_expires_after_compaction() {
+    let s = store_with_ns();
+    let k = kind("workspaces");
+    let a = s.create(k, Some("n"), ws("a"), false).unwrap();
+    s.create(k, Some("n"), ws("b"), false).unwrap();
+    let none = (LabelSelector::default(), FieldSelector::default());
+    let sub = s
+        .subscribe(k, Some("n"), &none.0, &none.1, WatchStart::After(rv(&a)))
+        .unwrap();
+    assert_eq!(sub.replay.len(), 1);
+    assert_eq!(sub.replay[0].object["metadata"]["name"], "b");
+    let cur = s
+        .subscribe(k, Some("n"), &none.0, &none.1, WatchStart::Current)
+        .unwrap();
+    assert_eq!(cur.initial.len(), 2);
+    s.compact();
+    let e = s
+        .subscribe(k, Some("n"), &none.0, &none.1, WatchStart::After(rv(&a)))
+        .err()
+        .unwrap();
+    assert_eq!((e.code, e.reason), (410, "Expired"));
+    // The resourceVersion a list just returned is always accepted.
+    let (_, list_rv) = s.list(k, Some("n"), &none.0, &none.1);
+    assert!(
+        s.subscribe(k, Some("n"), &none.0, &none.1, WatchStart::After(list_rv))
+            .is_ok()
+    );
+}

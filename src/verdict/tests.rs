@@ -1,0 +1,671 @@
+//! Unit tests for [`decide`]: named scenarios, then every combination of the evidence
+//! dimensions with the rules stated as properties.
+
+use std::collections::BTreeMap;
+
+use chrono::{TimeZone, Utc};
+
+use super::*;
+use crate::exit_code;
+
+const STORED: &str = "d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1";
+const OTHER: &str = "e2e2e2e2e2e2e2e2e2e2e2e2e2e2e2e2";
+
+fn file(sha: &str) -> FileState {
+    FileState::Present {
+        sha256: sha.to_owned(),
+        size: 100,
+    }
+}
+
+fn files(entries: &[(&str, FileState)]) -> BTreeMap<String, FileState> {
+    entries
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), v.clone()))
+        .collect()
+}
+
+fn intact_files() -> BTreeMap<String, FileState> {
+    files(&[
+        ("input", file("aaaa")),
+        ("checkpoint", file("bbbb")),
+        ("output", file("cccc")),
+    ])
+}
+
+fn model() -> ModelEvidence {
+    ModelEvidence {
+        name: "sim-tiny".to_owned(),
+        weight_hash: "w0w0w0".to_owned(),
+        object_id: 140_000,
+        output_digest: "o0o0o0".to_owned(),
+    }
+}
+
+fn kernel(marker: MarkerObservation, pid: u32, start_ticks: u64) -> KernelEvidence {
+    KernelEvidence {
+        kernel_id: "k-1".to_owned(),
+        kernel_id_in_process: Some("k-1".to_owned()),
+        marker,
+        pid,
+        process_start: Some(ProcessStart {
+            ticks_after_boot: start_ticks,
+            epoch_s: 1.0e9 + start_ticks as f64 / 100.0,
+            boot_id: Some("boot-a".to_owned()),
+        }),
+        hostname: Some("pod-a".to_owned()),
+        execution_count: 4,
+        model: Some(model()),
+        gpu_memory_allocated: None,
+        ticker: Some(TickerEvidence {
+            alive: true,
+            ticks: 50,
+            interval_s: 0.1,
+            max_gap_s: 0.2,
+            max_gap_wall_s: 0.2,
+            age_s: 5.0,
+        }),
+        files: intact_files(),
+    }
+}
+
+fn present(digest: &str) -> MarkerObservation {
+    MarkerObservation::Present {
+        digest: digest.to_owned(),
+    }
+}
+
+fn clean_scan() -> DiskScan {
+    DiskScan {
+        roots: vec!["/home/jovyan".to_owned()],
+        files_scanned: 12,
+        bytes_scanned: 4096,
+        skipped_large: 0,
+        skipped_unreadable: 0,
+        truncated: false,
+        hits: Vec::new(),
+    }
+}
+
+fn evidence(phase: Phase, k: Option<KernelEvidence>) -> Evidence {
+    Evidence {
+        phase,
+        collected_at: Utc.with_ymd_and_hms(2026, 12, 2, 12, 0, 0).unwrap(),
+        kernel_id: "k-1".to_owned(),
+        kernel_listed: true,
+        kernel: k,
+        files_via_server: Some(intact_files()),
+        disk_scan: Some(clean_scan()),
+        recovery: None,
+        notes: Vec::new(),
+    }
+}
+
+fn before() -> Evidence {
+    evidence(Phase::BeforePause, Some(kernel(present(STORED), 42, 1000)))
+}
+
+fn restored_after() -> Evidence {
+    let mut k = kernel(present(STORED), 42, 1000);
+    k.ticker.as_mut().unwrap().max_gap_s = 6.5;
+    evidence(Phase::AfterResume, Some(k))
+}
+
+fn fresh_after() -> Evidence {
+    let mut k = kernel(MarkerObservation::Absent, 77, 9000);
+    k.model = None;
+    k.ticker = None;
+    k.execution_count = 1;
+    let mut e = evidence(Phase::AfterResume, Some(k));
+    e.recovery = Some(RecoveryEvidence {
+        loaded: true,
+        weight_hash: Some("w0w0w0".to_owned()),
+        output_digest: Some("o0o0o0".to_owned()),
+        error: None,
+    });
+    e
+}
+
+fn gke_restored(uid: &str) -> PlatformEvidence {
+    PlatformEvidence {
+        observed: true,
+        pod_restored: Some(ConditionEvidence {
+            status: "True".to_owned(),
+            reason: Some("RestoreSucceeded".to_owned()),
+            message: Some(format!("Pod restored from snapshot {uid}")),
+        }),
+        expected_snapshot_uid: Some("snap-1".to_owned()),
+        restore_event: Some(EventEvidence {
+            reason: "GKEPodSnapshotting".to_owned(),
+            message: format!("Successfully restored from {uid}"),
+        }),
+        files: None,
+    }
+}
+
+fn gke_cold() -> PlatformEvidence {
+    PlatformEvidence {
+        observed: true,
+        expected_snapshot_uid: Some("snap-1".to_owned()),
+        ..PlatformEvidence::default()
+    }
+}
+
+fn has(v: &Verdict, pred: impl Fn(&Contradiction) -> bool) -> bool {
+    v.contradictions.iter().any(pred)
+}
+
+#[test]
+fn frozen_and_thawed_process_is_restored() {
+    let v = decide(
+        &before(),
+        &restored_after(),
+        &PlatformEvidence::not_observed(),
+    );
+    assert_eq!(v.kind, VerdictKind::Restored, "{v}");
+    assert_eq!(v.exit_code(), exit_code::SUCCESS);
+    assert!(v.contradictions.is_empty(), "{v}");
+    assert!(v.decided_by.iter().any(|l| l.contains("decisive")), "{v}");
+    assert!(
+        v.decided_by.iter().any(|l| l.contains("6.5 s")),
+        "ticker gap: {v}"
+    );
+}
+
+#[test]
+fn gke_restore_with_matching_snapshot_is_restored() {
+    let v = decide(&before(), &restored_after(), &gke_restored("snap-1"));
+    assert_eq!(v.kind, VerdictKind::Restored, "{v}");
+    assert!(v.contradictions.is_empty(), "{v}");
+    assert!(
+        v.decided_by
+            .iter()
+            .any(|l| l.starts_with("PodRestored: True")),
+        "{v}"
+    );
+}
+
+#[test]
+fn restarted_kernel_is_a_fresh_session_with_recovery_described() {
+    let v = decide(&before(), &fresh_after(), &PlatformEvidence::not_observed());
+    assert_eq!(v.kind, VerdictKind::FreshSession, "{v}");
+    assert_eq!(v.exit_code(), exit_code::FRESH_SESSION);
+    assert_eq!(v.files, FilesState::Intact);
+    assert!(
+        v.decided_by
+            .iter()
+            .any(|l| l.contains("checkpoint: recovered; weights equal and output equal")),
+        "{v}"
+    );
+}
+
+#[test]
+fn server_restart_with_a_scratch_kernel_is_a_fresh_session() {
+    let mut after = fresh_after();
+    after.kernel_listed = false;
+    after.kernel.as_mut().unwrap().kernel_id = "k-scratch".to_owned();
+    let v = decide(&before(), &after, &PlatformEvidence::not_observed());
+    assert_eq!(v.kind, VerdictKind::FreshSession, "{v}");
+    assert!(
+        v.decided_by
+            .iter()
+            .any(|l| l.contains("k-scratch was asked instead")),
+        "{v}"
+    );
+}
+
+#[test]
+fn platform_claiming_restore_without_the_nonce_is_named() {
+    let v = decide(&before(), &fresh_after(), &gke_restored("snap-1"));
+    assert_eq!(v.kind, VerdictKind::FreshSession, "{v}");
+    assert!(
+        has(&v, |c| *c
+            == Contradiction::PlatformClaimsRestoreButNonceGone),
+        "{v}"
+    );
+}
+
+#[test]
+fn nonce_on_disk_invalidates_the_test() {
+    let mut after = restored_after();
+    after.disk_scan.as_mut().unwrap().hits = vec!["notes.txt".to_owned()];
+    let v = decide(&before(), &after, &PlatformEvidence::not_observed());
+    assert_eq!(v.kind, VerdictKind::Inconclusive, "{v}");
+    assert_eq!(v.exit_code(), exit_code::INCONCLUSIVE);
+    assert!(v.reason.as_deref().unwrap().contains("notes.txt"), "{v}");
+}
+
+#[test]
+fn same_pid_and_start_time_without_nonce_is_a_reset_not_a_resume() {
+    let mut after = fresh_after();
+    let k = after.kernel.as_mut().unwrap();
+    k.pid = 42;
+    k.process_start = before().kernel.unwrap().process_start;
+    let v = decide(&before(), &after, &PlatformEvidence::not_observed());
+    assert_eq!(v.kind, VerdictKind::Inconclusive, "{v}");
+    assert!(has(&v, |c| *c
+        == Contradiction::PidEqualButNonceGone {
+            same_start_time: true
+        }));
+}
+
+#[test]
+fn same_pid_in_a_new_process_is_noted_but_fresh() {
+    let mut after = fresh_after();
+    after.kernel.as_mut().unwrap().pid = 42;
+    let v = decide(&before(), &after, &PlatformEvidence::not_observed());
+    assert_eq!(v.kind, VerdictKind::FreshSession, "{v}");
+    assert!(has(&v, |c| *c
+        == Contradiction::PidEqualButNonceGone {
+            same_start_time: false
+        }));
+}
+
+#[test]
+fn start_times_from_different_boots_are_not_equal() {
+    let mut after = fresh_after();
+    let k = after.kernel.as_mut().unwrap();
+    k.pid = 42;
+    k.process_start = Some(ProcessStart {
+        ticks_after_boot: 1000,
+        epoch_s: 2.0e9,
+        boot_id: Some("boot-b".to_owned()),
+    });
+    let v = decide(&before(), &after, &PlatformEvidence::not_observed());
+    assert_eq!(v.kind, VerdictKind::FreshSession, "{v}");
+}
+
+#[test]
+fn a_missing_checkpoint_is_files_lost_even_when_restored() {
+    let mut after = restored_after();
+    after
+        .kernel
+        .as_mut()
+        .unwrap()
+        .files
+        .insert("checkpoint".to_owned(), FileState::Missing);
+    after
+        .files_via_server
+        .as_mut()
+        .unwrap()
+        .insert("checkpoint".to_owned(), FileState::Missing);
+    let v = decide(&before(), &after, &PlatformEvidence::not_observed());
+    assert_eq!(v.kind, VerdictKind::FilesLost, "{v}");
+    assert_eq!(v.process, ProcessState::Restored);
+    assert_eq!(v.exit_code(), exit_code::FILES_LOST);
+    assert!(
+        v.decided_by
+            .iter()
+            .any(|l| l.contains("`checkpoint`: missing")),
+        "{v}"
+    );
+    assert!(v.contradictions.is_empty(), "{v}");
+}
+
+#[test]
+fn sources_that_disagree_about_a_file_are_named_and_loss_wins() {
+    let mut after = fresh_after();
+    after
+        .files_via_server
+        .as_mut()
+        .unwrap()
+        .insert("output".to_owned(), file("ffff"));
+    let v = decide(&before(), &after, &PlatformEvidence::not_observed());
+    assert_eq!(v.kind, VerdictKind::FilesLost, "{v}");
+    assert!(has(
+        &v,
+        |c| matches!(c, Contradiction::FileSourcesDisagree { file, .. } if file == "output")
+    ));
+}
+
+#[test]
+fn the_volume_view_from_the_platform_counts_as_a_source() {
+    let mut after = restored_after();
+    after.kernel = None;
+    after.files_via_server = None;
+    let mut platform = gke_restored("snap-1");
+    platform.files = Some(files(&[("input", FileState::Missing)]));
+    let v = decide(&before(), &after, &platform);
+    assert_eq!(v.kind, VerdictKind::FilesLost, "{v}");
+    assert!(
+        v.decided_by.iter().any(|l| l.contains("per the volume")),
+        "{v}"
+    );
+}
+
+#[test]
+fn no_marker_before_the_pause_is_inconclusive() {
+    let mut b = before();
+    b.kernel.as_mut().unwrap().marker = MarkerObservation::Absent;
+    let v = decide(&b, &restored_after(), &PlatformEvidence::not_observed());
+    assert_eq!(v.kind, VerdictKind::Inconclusive);
+    let v = decide(
+        &evidence(Phase::BeforePause, None),
+        &restored_after(),
+        &gke_cold(),
+    );
+    assert_eq!(v.kind, VerdictKind::Inconclusive);
+    assert!(v.reason.unwrap().contains("before the pause"));
+}
+
+#[test]
+fn restored_with_a_changed_model_is_inconclusive() {
+    let mut after = restored_after();
+    after
+        .kernel
+        .as_mut()
+        .unwrap()
+        .model
+        .as_mut()
+        .unwrap()
+        .weight_hash = "corrupt".to_owned();
+    let v = decide(&before(), &after, &PlatformEvidence::not_observed());
+    assert_eq!(v.kind, VerdictKind::Inconclusive, "{v}");
+    assert!(has(&v, |c| matches!(c, Contradiction::ModelChanged { .. })));
+}
+
+#[test]
+fn restored_with_changed_gpu_memory_or_a_stopped_ticker_is_noted() {
+    let mut b = before();
+    b.kernel.as_mut().unwrap().gpu_memory_allocated = Some(6_000_000_000);
+    let mut after = restored_after();
+    let k = after.kernel.as_mut().unwrap();
+    k.gpu_memory_allocated = Some(5_000_000_000);
+    k.ticker.as_mut().unwrap().alive = false;
+    let v = decide(&b, &after, &PlatformEvidence::not_observed());
+    assert_eq!(v.kind, VerdictKind::Restored, "{v}");
+    assert!(has(&v, |c| matches!(
+        c,
+        Contradiction::GpuMemoryChanged { .. }
+    )));
+    assert!(has(&v, |c| *c == Contradiction::TickerStopped));
+}
+
+#[test]
+fn verdict_text_lists_evidence_and_tags_invalidating_contradictions() {
+    let mut after = restored_after();
+    after.disk_scan.as_mut().unwrap().hits = vec!["history.sqlite".to_owned()];
+    let text = decide(&before(), &after, &PlatformEvidence::not_observed()).to_string();
+    assert!(text.starts_with("verdict: Inconclusive ("), "{text}");
+    assert!(text.contains("evidence:\n  - "), "{text}");
+    assert!(text.contains("[invalidates]"), "{text}");
+}
+
+// --- every combination -------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum MarkerAfter {
+    Equal,
+    Different,
+    Absent,
+    NoKernel,
+}
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Ident {
+    SamePidSameStart,
+    SamePidNewStart,
+    NewPid,
+}
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Files {
+    Intact,
+    Missing,
+    Changed,
+    NotReadBack,
+}
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Disk {
+    Clean,
+    HitBefore,
+    HitAfter,
+    NotScanned,
+}
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Platform {
+    NotObserved,
+    Restored,
+    RestoredOtherSnapshot,
+    Cold,
+}
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Model {
+    Same,
+    WeightsChanged,
+    Gone,
+}
+
+fn build(
+    m: MarkerAfter,
+    id: Ident,
+    f: Files,
+    d: Disk,
+    p: Platform,
+    md: Model,
+) -> (Evidence, Evidence, PlatformEvidence) {
+    let mut b = before();
+    let mut a = restored_after();
+    {
+        let k = a.kernel.as_mut().unwrap();
+        match m {
+            MarkerAfter::Equal | MarkerAfter::NoKernel => {}
+            MarkerAfter::Different => k.marker = present(OTHER),
+            MarkerAfter::Absent => k.marker = MarkerObservation::Absent,
+        }
+        match id {
+            Ident::SamePidSameStart => {}
+            Ident::SamePidNewStart => k.process_start.as_mut().unwrap().ticks_after_boot = 5555,
+            Ident::NewPid => {
+                k.pid = 99;
+                k.process_start.as_mut().unwrap().ticks_after_boot = 5555;
+            }
+        }
+        match md {
+            Model::Same => {}
+            Model::WeightsChanged => k.model.as_mut().unwrap().weight_hash = "zz".to_owned(),
+            Model::Gone => k.model = None,
+        }
+        match f {
+            Files::Intact => {}
+            Files::Missing => {
+                k.files.insert("input".to_owned(), FileState::Missing);
+            }
+            Files::Changed => {
+                k.files.insert("output".to_owned(), file("9999"));
+            }
+            Files::NotReadBack => k.files.clear(),
+        }
+    }
+    match f {
+        Files::Missing => {
+            a.files_via_server
+                .as_mut()
+                .unwrap()
+                .insert("input".to_owned(), FileState::Missing);
+        }
+        Files::Changed => {
+            a.files_via_server
+                .as_mut()
+                .unwrap()
+                .insert("output".to_owned(), file("9999"));
+        }
+        Files::NotReadBack => a.files_via_server = None,
+        Files::Intact => {}
+    }
+    if m == MarkerAfter::NoKernel {
+        // Without a kernel only the Contents API reads files back.
+        a.kernel = None;
+    }
+    match d {
+        Disk::Clean => {}
+        Disk::HitBefore => b.disk_scan.as_mut().unwrap().hits = vec!["a".to_owned()],
+        Disk::HitAfter => a.disk_scan.as_mut().unwrap().hits = vec!["b".to_owned()],
+        Disk::NotScanned => {
+            b.disk_scan = None;
+            a.disk_scan = None;
+        }
+    }
+    let platform = match p {
+        Platform::NotObserved => PlatformEvidence::not_observed(),
+        Platform::Restored => gke_restored("snap-1"),
+        Platform::RestoredOtherSnapshot => gke_restored("snap-0"),
+        Platform::Cold => gke_cold(),
+    };
+    (b, a, platform)
+}
+
+#[test]
+fn every_combination_obeys_the_rules() {
+    use Disk as D;
+    use Files as F;
+    use MarkerAfter as M;
+    let mut seen = std::collections::HashMap::new();
+    for m in [M::Equal, M::Different, M::Absent, M::NoKernel] {
+        for id in [
+            Ident::SamePidSameStart,
+            Ident::SamePidNewStart,
+            Ident::NewPid,
+        ] {
+            for f in [F::Intact, F::Missing, F::Changed, F::NotReadBack] {
+                for d in [D::Clean, D::HitBefore, D::HitAfter, D::NotScanned] {
+                    for p in [
+                        Platform::NotObserved,
+                        Platform::Restored,
+                        Platform::RestoredOtherSnapshot,
+                        Platform::Cold,
+                    ] {
+                        for md in [Model::Same, Model::WeightsChanged, Model::Gone] {
+                            let (b, a, pe) = build(m, id, f, d, p, md);
+                            let v = decide(&b, &a, &pe);
+                            let case = format!("{m:?} {id:?} {f:?} {d:?} {p:?} {md:?}\n{v}");
+                            check_rules(m, id, f, d, p, md, &v, &case);
+                            *seen.entry(v.kind).or_insert(0) += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // The product reaches every verdict.
+    assert_eq!(seen.len(), 4, "{seen:?}");
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check_rules(
+    m: MarkerAfter,
+    id: Ident,
+    f: Files,
+    d: Disk,
+    p: Platform,
+    md: Model,
+    v: &Verdict,
+    case: &str,
+) {
+    // Always: evidence lines, a reason for Inconclusive, the exit code table.
+    assert!(!v.decided_by.is_empty(), "{case}");
+    assert_eq!(
+        v.kind == VerdictKind::Inconclusive,
+        v.reason.is_some(),
+        "{case}"
+    );
+    let code = match v.kind {
+        VerdictKind::Restored => exit_code::SUCCESS,
+        VerdictKind::FreshSession => exit_code::FRESH_SESSION,
+        VerdictKind::FilesLost => exit_code::FILES_LOST,
+        VerdictKind::Inconclusive => exit_code::INCONCLUSIVE,
+    };
+    assert_eq!(v.exit_code(), code, "{case}");
+
+    // Files written before the pause and missing or changed after: FilesLost, always.
+    let lost = matches!(f, Files::Missing | Files::Changed);
+    assert_eq!(v.kind == VerdictKind::FilesLost, lost, "{case}");
+    if lost {
+        return;
+    }
+
+    // The nonce on disk is always named and always invalidates.
+    let on_disk = matches!(d, Disk::HitBefore | Disk::HitAfter);
+    assert_eq!(
+        has(v, |c| matches!(c, Contradiction::NonceOnDisk { .. })),
+        on_disk,
+        "{case}"
+    );
+    if on_disk {
+        assert_eq!(v.kind, VerdictKind::Inconclusive, "{case}");
+    }
+
+    // Process state follows the nonce alone.
+    let expected_process = match m {
+        MarkerAfter::Equal => ProcessState::Restored,
+        MarkerAfter::Absent => ProcessState::Fresh,
+        MarkerAfter::Different | MarkerAfter::NoKernel => ProcessState::Unknown,
+    };
+    assert_eq!(v.process, expected_process, "{case}");
+
+    // Restored needs: equal nonce, files read back intact, a clean disk, the same model,
+    // and no platform that saw no restore.
+    let restored_ok = m == MarkerAfter::Equal
+        && f == Files::Intact
+        && !on_disk
+        && md == Model::Same
+        && p != Platform::Cold;
+    assert_eq!(v.kind == VerdictKind::Restored, restored_ok, "{case}");
+
+    // FreshSession needs: nonce gone, files read back intact, a clean disk, and not the
+    // very same process (same PID and start time).
+    let fresh_ok =
+        m == MarkerAfter::Absent && f == Files::Intact && !on_disk && id != Ident::SamePidSameStart;
+    assert_eq!(v.kind == VerdictKind::FreshSession, fresh_ok, "{case}");
+
+    // Named contradictions.
+    let claims = matches!(p, Platform::Restored | Platform::RestoredOtherSnapshot);
+    assert_eq!(
+        has(v, |c| *c
+            == Contradiction::PlatformClaimsRestoreButNonceGone),
+        m == MarkerAfter::Absent && claims,
+        "{case}"
+    );
+    assert_eq!(
+        has(v, |c| matches!(
+            c,
+            Contradiction::PidEqualButNonceGone { .. }
+        )),
+        m == MarkerAfter::Absent && id != Ident::NewPid,
+        "{case}"
+    );
+    assert_eq!(
+        has(v, |c| *c == Contradiction::NonceDiffers),
+        m == MarkerAfter::Different,
+        "{case}"
+    );
+    assert_eq!(
+        has(v, |c| *c == Contradiction::NonceButNoPlatformRestore),
+        m == MarkerAfter::Equal && p == Platform::Cold,
+        "{case}"
+    );
+    assert_eq!(
+        has(v, |c| matches!(
+            c,
+            Contradiction::SnapshotUidMismatch { .. }
+        )),
+        p == Platform::RestoredOtherSnapshot
+            && matches!(
+                m,
+                MarkerAfter::Equal | MarkerAfter::Absent | MarkerAfter::Different
+            ),
+        "{case}"
+    );
+    assert_eq!(
+        has(v, |c| matches!(c, Contradiction::ModelChanged { .. })),
+        m == MarkerAfter::Equal && md != Model::Same,
+        "{case}"
+    );
+    assert_eq!(
+        has(v, |c| matches!(c, Contradiction::NonceButPidChanged { .. })),
+        m == MarkerAfter::Equal && id == Ident::NewPid,
+        "{case}"
+    );
+    // Without a kernel after the resume, the verdict cannot be about the process.
+    if m == MarkerAfter::NoKernel {
+        assert_eq!(v.kind, VerdictKind::Inconclusive, "{case}");
+    }
+}

@@ -1,0 +1,232 @@
+//! The `wsgate` binary as a user runs it: help, exit codes, dry-run, bad config, and the
+//! target checks (no context, unreachable server, wrong token, namespace not opted in).
+
+use std::process::{Command, Output};
+
+use crate::common::start_sim;
+
+fn wsgate(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wsgate"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .output()
+        .expect("the wsgate binary runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn readme_exit_code_table_matches_the_code() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let section = readme
+        .split("## Exit codes")
+        .nth(1)
+        .expect("README has an exit code section");
+    let codes: Vec<i32> = section
+        .lines()
+        .take_while(|l| !l.starts_with("## "))
+        .filter_map(|l| l.strip_prefix("| ")?.split(' ').next()?.parse().ok())
+        .collect();
+    let table: Vec<i32> = wsgate::exit_code::TABLE.iter().map(|(c, _)| *c).collect();
+    assert_eq!(codes, table);
+}
+
+#[test]
+fn help_lists_every_subcommand_in_one_line() {
+    let o = wsgate(&["--help"]);
+    assert!(o.status.success());
+    let t = text(&o);
+    for sub in [
+        "run", "sim", "probe", "gate", "drill", "status", "doctor", "janitor", "cost", "report",
+    ] {
+        assert!(
+            t.lines().any(|l| l.trim_start().starts_with(sub)),
+            "{sub} missing in:\n{t}"
+        );
+    }
+}
+
+#[test]
+fn commands_not_built_say_so_with_their_code() {
+    for sub in [
+        "gate", "drill", "status", "doctor", "janitor", "cost", "report",
+    ] {
+        let o = wsgate(&[sub]);
+        assert_eq!(
+            o.status.code(),
+            Some(wsgate::exit_code::NOT_BUILT),
+            "{sub}: {}",
+            text(&o)
+        );
+        assert!(text(&o).contains("not built yet"), "{sub}");
+    }
+}
+
+#[test]
+fn dry_run_prints_the_plan_and_provenance() {
+    let o = wsgate(&[
+        "run",
+        "--dry-run",
+        "--keep",
+        "failed",
+        "--set",
+        "budgets.resume_to_running=90",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let t = text(&o);
+    assert!(t.contains("embedded simulator"), "{t}");
+    assert!(t.contains("--keep"), "provenance of keep:\n{t}");
+    assert!(t.contains("90"), "{t}");
+}
+
+#[test]
+fn bad_config_is_a_usage_error_naming_the_key() {
+    let o = wsgate(&["run", "--dry-run", "--set", "budgets.no_such_budget=3"]);
+    assert_eq!(
+        o.status.code(),
+        Some(wsgate::exit_code::USAGE),
+        "{}",
+        text(&o)
+    );
+    assert!(text(&o).contains("no_such_budget"));
+    let o = wsgate(&["run", "--dry-run", "--set", "budgets.cell=-1"]);
+    assert_eq!(
+        o.status.code(),
+        Some(wsgate::exit_code::USAGE),
+        "{}",
+        text(&o)
+    );
+    let o = wsgate(&["run", "--no-such-flag"]);
+    assert_eq!(o.status.code(), Some(wsgate::exit_code::USAGE));
+}
+
+#[test]
+fn cluster_target_without_a_named_context_is_refused() {
+    let o = wsgate(&["run", "--target", "cluster"]);
+    assert_eq!(
+        o.status.code(),
+        Some(wsgate::exit_code::TARGET),
+        "{}",
+        text(&o)
+    );
+    assert!(text(&o).contains("--context"), "{}", text(&o));
+}
+
+#[test]
+fn unreachable_cluster_and_bad_kubeconfig_exit_with_target_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let kc = dir.path().join("kc.yaml");
+    std::fs::write(
+        &kc,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:9\n    insecure-skip-tls-verify: true\nusers:\n- name: u\n  user:\n    token: t\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\n",
+    )
+    .unwrap();
+    let o = wsgate(&[
+        "run",
+        "--target",
+        "cluster",
+        "--kubeconfig",
+        kc.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(wsgate::exit_code::TARGET),
+        "{}",
+        text(&o)
+    );
+    assert!(text(&o).contains("unreachable"), "{}", text(&o));
+    std::fs::write(&kc, "this: [is not a kubeconfig").unwrap();
+    let o = wsgate(&[
+        "run",
+        "--target",
+        "cluster",
+        "--kubeconfig",
+        kc.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(wsgate::exit_code::TARGET),
+        "{}",
+        text(&o)
+    );
+    assert!(!text(&o).contains("panicked"));
+}
+
+#[tokio::test]
+async fn wrong_token_and_namespace_without_opt_in_are_refused() {
+    let sim = start_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kc = dir.path().join("kc.yaml");
+    sim.write_kubeconfig(&kc).unwrap();
+    let kc_s = kc.to_str().unwrap().to_string();
+    let out = tokio::task::spawn_blocking(move || {
+        wsgate(&[
+            "run",
+            "--target",
+            "cluster",
+            "--kubeconfig",
+            &kc_s,
+            "--namespace",
+            "default",
+        ])
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(wsgate::exit_code::TARGET),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        text(&out).contains("wsgate.dev/test-namespace=true"),
+        "{}",
+        text(&out)
+    );
+
+    let opted = kc.to_str().unwrap().to_string();
+    let out = tokio::task::spawn_blocking(move || {
+        wsgate(&["run", "--target", "cluster", "--kubeconfig", &opted])
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(wsgate::exit_code::NOT_BUILT),
+        "{}",
+        text(&out)
+    );
+
+    std::fs::write(
+        &kc,
+        sim.kubeconfig_yaml().replace(sim.token(), "expired-token"),
+    )
+    .unwrap();
+    let kc_s = kc.to_str().unwrap().to_string();
+    let out = tokio::task::spawn_blocking(move || {
+        wsgate(&["run", "--target", "cluster", "--kubeconfig", &kc_s])
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(wsgate::exit_code::TARGET),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        text(&out).contains("refused the credentials"),
+        "{}",
+        text(&out)
+    );
+    assert!(!text(&out).contains(sim.token()), "no secret in output");
+}

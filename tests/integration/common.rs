@@ -1,0 +1,19 @@
+//! Shared test setup: the crypto provider and a simulator on a free loopback port.
+
+use wsgate::sim::{SimHandle, SimOptions};
+
+pub async fn start_sim() -> SimHandle {
+    wsgate::install_crypto_provider();
+    SimHandle::start(SimOptions::default())
+        .await
+        .expect("the simulator starts on a free port")
+}
+
+/// A reqwest client that trusts the simulator's CA, for raw HTTP checks.
+pub fn raw_client(sim: &SimHandle) -> reqwest::Client {
+    let ca = reqwest::Certificate::from_pem(sim.ca_pem().as_bytes()).expect("CA PEM parses");
+    reqwest::Client::builder()
+        .add_root_certificate(ca)
+        .build()
+        .expect("client builds")
+}

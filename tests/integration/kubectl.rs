@@ -1,0 +1,822 @@
+//! The real `kubectl` (the one on PATH) against a running simulator over HTTPS, with the
+//! simulator's generated kubeconfig: get (json, yaml, tables, watch), apply (client-side,
+//! server-side, server dry run), patch, label, delete and wait.
+//!
+//! Each test starts its own simulator and gives kubectl its own `KUBECACHEDIR`: the Cloud SDK
+//! dispatcher caches its `/version` probe per cache dir (`kubectl-and-clients.md` §0).
+//! Without `kubectl` on PATH every test prints `SKIPPED: kubectl not on PATH` and passes.
+
+use std::path::PathBuf;
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
+
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout, Command};
+use wsgate::sim::SimHandle;
+
+/// The namespace the simulator seeds and the kubeconfig's context points at.
+const NS: &str = "wsgate-test";
+/// How long one kubectl command (discovery included) may take.
+const COMMAND_BUDGET: Duration = Duration::from_secs(60);
+/// How long a change made through kube-rs may take to show in kubectl's output.
+const CHANGE_BUDGET: Duration = Duration::from_secs(30);
+
+/// One simulator, its kubeconfig and a private kubectl cache dir.
+struct Fixture {
+    sim: SimHandle,
+    dir: tempfile::TempDir,
+    kubeconfig: PathBuf,
+    client: kube::Client,
+}
+
+fn kubectl_on_path() -> bool {
+    std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths).any(|dir| {
+            std::fs::metadata(dir.join("kubectl")).is_ok_and(|m| {
+                m.is_file()
+                    && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0
+            })
+        })
+    })
+}
+
+async fn setup(test: &str) -> Option<Fixture> {
+    wsgate::install_crypto_provider();
+    if !kubectl_on_path() {
+        eprintln!("SKIPPED: kubectl not on PATH ({test})");
+        return None;
+    }
+    let sim = crate::common::start_sim().await;
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    sim.write_kubeconfig(&kubeconfig)
+        .expect("the kubeconfig is written");
+    let client = sim.client().await.expect("a kube client for the simulator");
+    Some(Fixture {
+        sim,
+        dir,
+        kubeconfig,
+        client,
+    })
+}
+
+fn workspace_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("kubeflow.org", "v1beta1", "Workspace"),
+        "workspaces",
+    )
+}
+
+/// A Workspace manifest as users write it.
+fn workspace(name: &str, paused: bool) -> Value {
+    json!({
+        "apiVersion": "kubeflow.org/v1beta1",
+        "kind": "Workspace",
+        "metadata": {"name": name, "labels": {"app": "demo"}},
+        "spec": {
+            "paused": paused,
+            "kind": "jupyterlab",
+            "podTemplate": {
+                "volumes": {},
+                "options": {"imageConfig": "jupyterlab_scipy_190", "podConfig": "tiny_cpu"},
+            },
+        },
+    })
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The whitespace-separated cells of the first line starting with `name`, if any.
+fn row<'a>(table: &'a str, name: &str) -> Option<Vec<&'a str>> {
+    table
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|cells| cells.first() == Some(&name))
+}
+
+fn header(table: &str) -> Vec<&str> {
+    table
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect()
+}
+
+impl Fixture {
+    fn workspaces(&self) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), NS, &workspace_resource())
+    }
+
+    async fn create_workspace(&self, manifest: Value) -> DynamicObject {
+        let obj: DynamicObject = serde_json::from_value(manifest).expect("a DynamicObject");
+        self.workspaces()
+            .create(&PostParams::default(), &obj)
+            .await
+            .expect("kube-rs creates the Workspace")
+    }
+
+    async fn set_state(&self, name: &str, state: &str) {
+        self.workspaces()
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"state": state}})),
+            )
+            .await
+            .expect("kube-rs patches the Workspace status");
+    }
+
+    async fn workspace_json(&self, name: &str) -> Option<Value> {
+        let obj = self
+            .workspaces()
+            .get_opt(name)
+            .await
+            .expect("kube-rs reads the Workspace");
+        obj.map(|o| serde_json::to_value(o).expect("serialisable"))
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new("kubectl");
+        cmd.arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .env("KUBECACHEDIR", self.dir.path().join("kube-cache"))
+            .env_remove("KUBECONFIG")
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        cmd
+    }
+
+    async fn run(&self, args: &[&str]) -> Output {
+        let out = tokio::time::timeout(COMMAND_BUDGET, self.command(args).output())
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "`kubectl {}` ran past the {COMMAND_BUDGET:?} command budget",
+                    args.join(" ")
+                )
+            })
+            .expect("kubectl starts");
+        out
+    }
+
+    /// Runs kubectl, requires success, returns stdout.
+    async fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args).await;
+        assert!(
+            out.status.success(),
+            "`kubectl {}` failed ({}):\nstdout: {}\nstderr: {}",
+            args.join(" "),
+            out.status,
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        let stderr = text(&out.stderr);
+        assert!(
+            !stderr.contains("couldn't get resource list") && !stderr.contains("memcache"),
+            "`kubectl {}` reported a discovery failure:\n{stderr}",
+            args.join(" ")
+        );
+        text(&out.stdout)
+    }
+
+    /// Runs kubectl, requires failure, returns stderr.
+    async fn fails(&self, args: &[&str]) -> String {
+        let out = self.run(args).await;
+        assert!(
+            !out.status.success(),
+            "`kubectl {}` should have failed:\nstdout: {}",
+            args.join(" "),
+            text(&out.stdout)
+        );
+        text(&out.stderr)
+    }
+
+    /// Reruns kubectl until `pred` holds for its stdout, within `CHANGE_BUDGET`.
+    async fn eventually(&self, args: &[&str], what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + CHANGE_BUDGET;
+        loop {
+            let out = self.ok(args).await;
+            if pred(&out) {
+                return out;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what}: not seen in `kubectl {}` within the {CHANGE_BUDGET:?} change budget; last output:\n{out}",
+                args.join(" ")
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    fn manifest(&self, name: &str, yaml: &str) -> String {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, yaml).expect("the manifest is written");
+        path.display().to_string()
+    }
+}
+
+/// Reads kubectl's output lines until one satisfies `pred`, within `CHANGE_BUDGET`.
+async fn read_until(
+    lines: &mut Lines<BufReader<ChildStdout>>,
+    seen: &mut Vec<String>,
+    what: &str,
+    pred: impl Fn(&str) -> bool,
+) {
+    let deadline = tokio::time::Instant::now() + CHANGE_BUDGET;
+    loop {
+        match tokio::time::timeout_at(deadline, lines.next_line()).await {
+            Err(_) => panic!(
+                "{what}: not printed within the {CHANGE_BUDGET:?} change budget; lines so far: {seen:#?}"
+            ),
+            Ok(Ok(Some(line))) => {
+                let hit = pred(&line);
+                seen.push(line);
+                if hit {
+                    return;
+                }
+            }
+            Ok(Ok(None)) => panic!("kubectl's output ended before {what}; lines: {seen:#?}"),
+            Ok(Err(e)) => panic!("reading kubectl's output: {e}"),
+        }
+    }
+}
+
+/// Requires that a background kubectl has not finished yet (it must be waiting).
+fn still_waiting(child: &mut Child, what: &str) {
+    if let Some(status) = child.try_wait().expect("try_wait") {
+        panic!("`kubectl wait` finished ({status}) before {what}");
+    }
+}
+
+async fn finish(child: Child, what: &str) -> Output {
+    tokio::time::timeout(CHANGE_BUDGET + COMMAND_BUDGET, child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("{what}: kubectl did not return within its budget"))
+        .expect("kubectl's output")
+}
+
+#[tokio::test]
+async fn get_json_yaml_name_and_jsonpath_return_plain_objects() {
+    let Some(f) = setup("get_json_yaml_name_and_jsonpath_return_plain_objects").await else {
+        return;
+    };
+    f.create_workspace(workspace("ws-a", false)).await;
+
+    // The dispatcher must run its embedded v1.32 against the simulator's /version.
+    let version: Value = serde_json::from_str(&f.ok(&["version", "-o", "json"]).await)
+        .expect("kubectl version -o json prints JSON");
+    assert_eq!(version["serverVersion"]["minor"], "32", "{version}");
+    assert!(
+        version["clientVersion"]["gitVersion"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("v1.32.")),
+        "the dispatcher ran another kubectl: {version}"
+    );
+
+    let one: Value = serde_json::from_str(&f.ok(&["get", "workspace", "ws-a", "-o", "json"]).await)
+        .expect("kubectl -o json prints JSON");
+    assert_eq!(one["kind"], "Workspace");
+    assert_eq!(one["metadata"]["name"], "ws-a");
+    assert_eq!(one["metadata"]["namespace"], NS);
+    assert_eq!(one["spec"]["kind"], "jupyterlab");
+
+    let list: Value = serde_json::from_str(&f.ok(&["get", "ws", "-o", "json"]).await)
+        .expect("kubectl -o json prints JSON");
+    assert_eq!(list["kind"], "List");
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter_map(|i| i["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(names, ["ws-a"]);
+
+    let yaml = f.ok(&["get", "ws", "ws-a", "-o", "yaml"]).await;
+    assert!(yaml.contains("kind: Workspace"), "{yaml}");
+    assert!(yaml.contains("name: ws-a"), "{yaml}");
+
+    let by_label = f.ok(&["get", "ws", "-l", "app=demo", "-o", "name"]).await;
+    assert_eq!(by_label.trim(), "workspace.kubeflow.org/ws-a");
+    let none = f.ok(&["get", "ws", "-l", "app!=demo", "-o", "name"]).await;
+    assert_eq!(none.trim(), "");
+
+    let ns = f
+        .ok(&[
+            "get",
+            "namespaces",
+            "-o",
+            "jsonpath={.items[*].metadata.name}",
+        ])
+        .await;
+    for name in ["default", "kube-system", NS] {
+        assert!(
+            ns.split_whitespace().any(|n| n == name),
+            "{name} missing: {ns}"
+        );
+    }
+
+    let err = f.fails(&["get", "ws", "nope"]).await;
+    assert!(
+        err.contains("Error from server (NotFound)") && err.contains("\"nope\" not found"),
+        "{err}"
+    );
+    f.sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn default_output_is_a_table_with_the_platform_columns() {
+    let Some(f) = setup("default_output_is_a_table_with_the_platform_columns").await else {
+        return;
+    };
+    f.create_workspace(workspace("ws-a", false)).await;
+    f.set_state("ws-a", "Running").await;
+
+    let ws = f
+        .eventually(&["get", "workspaces"], "ws-a in state Running", |out| {
+            row(out, "ws-a").is_some_and(|cells| cells.get(1) == Some(&"Running"))
+        })
+        .await;
+    assert_eq!(header(&ws), ["NAME", "STATE", "AGE"], "{ws}");
+
+    let all_ns = f.ok(&["get", "ws", "-A", "--show-labels"]).await;
+    assert_eq!(
+        header(&all_ns),
+        ["NAMESPACE", "NAME", "STATE", "AGE", "LABELS"],
+        "{all_ns}"
+    );
+    let cells = row(&all_ns, NS).expect("a row in the test namespace");
+    assert_eq!(cells[1], "ws-a");
+    assert!(cells[4].contains("app=demo"), "{all_ns}");
+
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(f.client.clone(), NS);
+    let pod = serde_json::from_value(json!({
+        "metadata": {"name": "ws-a-0"},
+        "spec": {"containers": [{"name": "main", "image": "jupyter:1"},
+                                {"name": "sidecar", "image": "proxy:1"}]}
+    }))
+    .expect("a Pod");
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("kube-rs creates the Pod");
+    let running = |name: &str, ready: bool| {
+        json!({"name": name, "ready": ready, "restartCount": 1, "image": "i", "imageID": "i",
+               "started": true, "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}})
+    };
+    pods.patch_status(
+        "ws-a-0",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {
+            "phase": "Running", "podIP": "10.1.2.3", "podIPs": [{"ip": "10.1.2.3"}],
+            "containerStatuses": [running("main", true), running("sidecar", false)]
+        }})),
+    )
+    .await
+    .expect("kube-rs patches the Pod status");
+
+    let out = f
+        .eventually(&["get", "pods"], "ws-a-0 with 1/2 ready", |out| {
+            row(out, "ws-a-0").is_some_and(|c| c.get(1) == Some(&"1/2"))
+        })
+        .await;
+    assert_eq!(
+        header(&out),
+        ["NAME", "READY", "STATUS", "RESTARTS", "AGE"],
+        "{out}"
+    );
+    let cells = row(&out, "ws-a-0").expect("the pod row");
+    assert_eq!(&cells[1..4], ["1/2", "Running", "2"], "{out}");
+
+    let wide = f.ok(&["get", "pods", "-o", "wide"]).await;
+    let head = header(&wide);
+    assert!(head.contains(&"IP") && head.contains(&"NODE"), "{wide}");
+    assert!(
+        row(&wide, "ws-a-0").is_some_and(|c| c.contains(&"10.1.2.3")),
+        "{wide}"
+    );
+
+    let ns = f.ok(&["get", "namespaces"]).await;
+    assert_eq!(header(&ns), ["NAME", "STATUS", "AGE"], "{ns}");
+    assert!(row(&ns, NS).is_some(), "{ns}");
+    f.sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn get_watch_prints_changes_made_through_kube_rs() {
+    let Some(f) = setup("get_watch_prints_changes_made_through_kube_rs").await else {
+        return;
+    };
+    f.create_workspace(workspace("ws-a", false)).await;
+
+    let mut child = f
+        .command(&["get", "workspaces", "--watch"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl get -w starts");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut seen = Vec::new();
+    read_until(&mut lines, &mut seen, "the existing ws-a", |l| {
+        l.starts_with("ws-a ")
+    })
+    .await;
+    assert_eq!(header(&seen[0]), ["NAME", "STATE", "AGE"], "{seen:#?}");
+
+    f.create_workspace(workspace("ws-b", false)).await;
+    read_until(&mut lines, &mut seen, "the new ws-b", |l| {
+        l.starts_with("ws-b ")
+    })
+    .await;
+
+    f.set_state("ws-b", "Paused").await;
+    read_until(&mut lines, &mut seen, "ws-b turning Paused", |l| {
+        l.starts_with("ws-b ") && l.split_whitespace().nth(1) == Some("Paused")
+    })
+    .await;
+    assert!(
+        !seen
+            .iter()
+            .any(|l| l.contains("BOOKMARK") || l.contains("<unknown>")),
+        "junk rows in `get -w`: {seen:#?}"
+    );
+
+    child.start_kill().expect("kill kubectl get -w");
+    let _ = child.wait().await;
+    f.sim.shutdown().await;
+}
+
+const APPLY_V1: &str = r#"apiVersion: v1
+kind: Namespace
+metadata:
+  name: team-apply
+  labels:
+    team: a
+---
+apiVersion: kubeflow.org/v1beta1
+kind: Workspace
+metadata:
+  name: ws-apply
+  namespace: team-apply
+spec:
+  paused: false
+  kind: jupyterlab
+  podTemplate:
+    volumes: {}
+    options:
+      imageConfig: jupyterlab_scipy_190
+      podConfig: tiny_cpu
+"#;
+
+fn ssa_workspace(name: &str, paused: bool) -> String {
+    format!(
+        r#"apiVersion: kubeflow.org/v1beta1
+kind: Workspace
+metadata:
+  name: {name}
+spec:
+  paused: {paused}
+  kind: jupyterlab
+  podTemplate:
+    volumes: {{}}
+    options:
+      imageConfig: jupyterlab_scipy_190
+      podConfig: tiny_cpu
+"#
+    )
+}
+
+#[tokio::test]
+async fn apply_creates_then_configures_and_server_side_applies() {
+    let Some(f) = setup("apply_creates_then_configures_and_server_side_applies").await else {
+        return;
+    };
+    let v1 = f.manifest("v1.yaml", APPLY_V1);
+    let out = f.ok(&["apply", "-f", &v1]).await;
+    assert!(out.contains("namespace/team-apply created"), "{out}");
+    assert!(
+        out.contains("workspace.kubeflow.org/ws-apply created"),
+        "{out}"
+    );
+
+    let team_ws: Api<DynamicObject> =
+        Api::namespaced_with(f.client.clone(), "team-apply", &workspace_resource());
+    let created = team_ws.get("ws-apply").await.expect("ws-apply exists");
+    assert!(
+        created
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key("kubectl.kubernetes.io/last-applied-configuration")),
+        "the last-applied annotation is stored: {created:?}"
+    );
+
+    let v2 = f.manifest(
+        "v2.yaml",
+        &APPLY_V1
+            .replace("team: a", "team: b")
+            .replace("paused: false", "paused: true"),
+    );
+    let out = f.ok(&["apply", "-f", &v2]).await;
+    assert!(out.contains("namespace/team-apply configured"), "{out}");
+    assert!(
+        out.contains("workspace.kubeflow.org/ws-apply configured"),
+        "{out}"
+    );
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(f.client.clone());
+    let ns = namespaces.get("team-apply").await.expect("the namespace");
+    assert_eq!(
+        ns.metadata
+            .labels
+            .unwrap_or_default()
+            .get("team")
+            .map(String::as_str),
+        Some("b")
+    );
+    let ws = team_ws.get("ws-apply").await.expect("ws-apply");
+    assert_eq!(ws.data["spec"]["paused"], true);
+    assert_eq!(
+        ws.metadata.uid, created.metadata.uid,
+        "apply patched, not re-created"
+    );
+
+    // A third apply of the same file computes an empty patch from the stored annotation.
+    let out = f.ok(&["apply", "-f", &v2]).await;
+    assert!(out.contains("namespace/team-apply unchanged"), "{out}");
+    assert!(
+        out.contains("workspace.kubeflow.org/ws-apply unchanged"),
+        "{out}"
+    );
+
+    let ssa = f.manifest("ssa.yaml", &ssa_workspace("ws-ssa", false));
+    let out = f.ok(&["apply", "--server-side", "-f", &ssa]).await;
+    assert!(
+        out.contains("workspace.kubeflow.org/ws-ssa serverside-applied"),
+        "{out}"
+    );
+    assert_eq!(
+        f.workspace_json("ws-ssa").await.expect("ws-ssa exists")["spec"]["paused"],
+        false
+    );
+    let ssa = f.manifest("ssa2.yaml", &ssa_workspace("ws-ssa", true));
+    let out = f.ok(&["apply", "--server-side", "-f", &ssa]).await;
+    assert!(
+        out.contains("workspace.kubeflow.org/ws-ssa serverside-applied"),
+        "{out}"
+    );
+    assert_eq!(
+        f.workspace_json("ws-ssa").await.expect("ws-ssa exists")["spec"]["paused"],
+        true
+    );
+
+    // Server-side apply over objects that carry the client-side annotation (built-in included).
+    let out = f
+        .ok(&["apply", "--server-side", "--force-conflicts", "-f", &v1])
+        .await;
+    assert!(
+        out.contains("namespace/team-apply serverside-applied"),
+        "{out}"
+    );
+    assert!(
+        out.contains("workspace.kubeflow.org/ws-apply serverside-applied"),
+        "{out}"
+    );
+    let ws = team_ws.get("ws-apply").await.expect("ws-apply");
+    assert_eq!(ws.data["spec"]["paused"], false);
+
+    let dry = f.manifest("dry.yaml", &ssa_workspace("ws-dry", false));
+    let out = f.ok(&["apply", "--dry-run=server", "-f", &dry]).await;
+    assert!(
+        out.contains("workspace.kubeflow.org/ws-dry created (server dry run)"),
+        "{out}"
+    );
+    assert!(
+        f.workspace_json("ws-dry").await.is_none(),
+        "a server dry run persisted ws-dry"
+    );
+    f.sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn patch_merge_json_status_and_label_work_and_strategic_is_refused_for_workspaces() {
+    let Some(f) =
+        setup("patch_merge_json_status_and_label_work_and_strategic_is_refused_for_workspaces")
+            .await
+    else {
+        return;
+    };
+    f.create_workspace(workspace("ws-a", false)).await;
+
+    let out = f
+        .ok(&[
+            "patch",
+            "ws",
+            "ws-a",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"paused":true}}"#,
+        ])
+        .await;
+    assert!(out.contains("workspace.kubeflow.org/ws-a patched"), "{out}");
+    assert_eq!(
+        f.workspace_json("ws-a").await.unwrap()["spec"]["paused"],
+        true
+    );
+
+    let json_patch = r#"[{"op":"replace","path":"/spec/paused","value":false},{"op":"add","path":"/metadata/labels/tier","value":"gold"}]"#;
+    f.ok(&["patch", "ws", "ws-a", "--type=json", "-p", json_patch])
+        .await;
+    let ws = f.workspace_json("ws-a").await.unwrap();
+    assert_eq!(ws["spec"]["paused"], false);
+    assert_eq!(ws["metadata"]["labels"]["tier"], "gold");
+    assert_eq!(ws["metadata"]["labels"]["app"], "demo");
+
+    let err = f
+        .fails(&["patch", "ws", "ws-a", "-p", r#"{"spec":{"paused":true}}"#])
+        .await;
+    assert!(
+        err.contains(
+            "application/strategic-merge-patch+json is not supported by kubeflow.org/v1beta1, Kind=Workspace"
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        f.workspace_json("ws-a").await.unwrap()["spec"]["paused"],
+        false
+    );
+
+    // Built-in kinds take strategic merge patch (kubectl's default).
+    f.ok(&[
+        "patch",
+        "namespace",
+        NS,
+        "-p",
+        r#"{"metadata":{"labels":{"patched":"strategic"}}}"#,
+    ])
+    .await;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(f.client.clone());
+    let labels = namespaces
+        .get(NS)
+        .await
+        .unwrap()
+        .metadata
+        .labels
+        .unwrap_or_default();
+    assert_eq!(labels.get("patched").map(String::as_str), Some("strategic"));
+    assert_eq!(
+        labels.get("wsgate.dev/test-namespace").map(String::as_str),
+        Some("true")
+    );
+
+    f.ok(&[
+        "patch",
+        "ws",
+        "ws-a",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"state":"Paused"}}"#,
+    ])
+    .await;
+    assert_eq!(
+        f.workspace_json("ws-a").await.unwrap()["status"]["state"],
+        "Paused"
+    );
+
+    f.ok(&["label", "ws", "ws-a", "tier=silver", "--overwrite"])
+        .await;
+    f.ok(&["annotate", "ws", "ws-a", "wsgate.dev/note=hello"])
+        .await;
+    f.ok(&["label", "ws", "ws-a", "app-"]).await;
+    let ws = f.workspace_json("ws-a").await.unwrap();
+    assert_eq!(ws["metadata"]["labels"]["tier"], "silver");
+    assert!(ws["metadata"]["labels"].get("app").is_none(), "{ws}");
+    assert_eq!(ws["metadata"]["annotations"]["wsgate.dev/note"], "hello");
+    f.sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn delete_removes_the_object_and_a_second_delete_is_not_found() {
+    let Some(f) = setup("delete_removes_the_object_and_a_second_delete_is_not_found").await else {
+        return;
+    };
+    f.create_workspace(workspace("ws-a", false)).await;
+    let out = f.ok(&["delete", "workspace", "ws-a"]).await;
+    assert!(
+        out.contains(r#"workspace.kubeflow.org "ws-a" deleted"#),
+        "{out}"
+    );
+    assert!(
+        f.workspace_json("ws-a").await.is_none(),
+        "ws-a is still there"
+    );
+
+    let err = f.fails(&["delete", "workspace", "ws-a"]).await;
+    assert!(err.contains("Error from server (NotFound)"), "{err}");
+    f.sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn wait_for_jsonpath_sees_a_status_set_through_kube_rs() {
+    let Some(f) = setup("wait_for_jsonpath_sees_a_status_set_through_kube_rs").await else {
+        return;
+    };
+    f.create_workspace(workspace("ws-a", true)).await;
+    f.set_state("ws-a", "Pending").await;
+
+    let timeout = format!("--timeout={}s", CHANGE_BUDGET.as_secs());
+    let mut child = f
+        .command(&[
+            "wait",
+            "--for=jsonpath={.status.state}=Paused",
+            "workspace/ws-a",
+            &timeout,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl wait starts");
+    still_waiting(&mut child, "the state became Paused");
+    f.set_state("ws-a", "Paused").await;
+    let out = finish(child, "wait for Paused").await;
+    assert!(
+        out.status.success(),
+        "kubectl wait failed: {}",
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stdout).contains("workspace.kubeflow.org/ws-a condition met"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    // A condition that never holds times out with kubectl's own message.
+    let err = f
+        .fails(&[
+            "wait",
+            "--for=jsonpath={.status.state}=Running",
+            "workspace/ws-a",
+            "--timeout=2s",
+        ])
+        .await;
+    assert!(err.contains("timed out waiting for the condition"), "{err}");
+    f.sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn wait_for_delete_returns_once_the_finalizer_is_removed() {
+    let Some(f) = setup("wait_for_delete_returns_once_the_finalizer_is_removed").await else {
+        return;
+    };
+    let mut manifest = workspace("ws-a", false);
+    manifest["metadata"]["finalizers"] = json!(["wsgate.dev/test-hold"]);
+    f.create_workspace(manifest).await;
+
+    f.ok(&["delete", "workspace", "ws-a", "--wait=false"]).await;
+    let held = f
+        .workspace_json("ws-a")
+        .await
+        .expect("held by its finalizer");
+    assert!(
+        held["metadata"]["deletionTimestamp"].is_string(),
+        "deletionTimestamp set: {held}"
+    );
+
+    let timeout = format!("--timeout={}s", CHANGE_BUDGET.as_secs());
+    let mut child = f
+        .command(&["wait", "--for=delete", "workspace/ws-a", &timeout])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl wait starts");
+    still_waiting(&mut child, "the finalizer was removed");
+    f.workspaces()
+        .patch(
+            "ws-a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .expect("kube-rs removes the finalizer");
+    let out = finish(child, "wait for delete").await;
+    assert!(
+        out.status.success(),
+        "kubectl wait --for=delete failed: {}",
+        text(&out.stderr)
+    );
+    assert!(
+        f.workspace_json("ws-a").await.is_none(),
+        "ws-a is still there"
+    );
+
+    // Already gone: kubectl returns at once, successfully.
+    f.ok(&["wait", "--for=delete", "workspace/ws-a", "--timeout=10s"])
+        .await;
+    f.sim.shutdown().await;
+}

@@ -1,0 +1,11 @@
+//! The one integration-test binary: every test here runs against real components (the
+//! embedded simulator over HTTPS, real `jupyter server` processes, real files).
+
+mod cli;
+mod common;
+mod config;
+mod kubectl;
+mod python_client;
+mod sim_api;
+mod sim_bad_input;
+mod session;

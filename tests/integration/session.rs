@@ -1,0 +1,389 @@
+//! The Jupyter side against real `jupyter server` processes from the simulator venv, each on
+//! a free port under a workspace-style base URL with its own home directory:
+//! `wsgate probe` mark/check across a freeze, a kernel restart and a server restart; the
+//! evidence in detail; a kernel that dies mid-cell; reconnecting after a pause; bad input.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use wsgate::exit_code;
+use wsgate::session::probe::{self, ProbeArgs, ProbeCommand};
+use wsgate::session::probe_state::ProbeState;
+use wsgate::session::{
+    Auth, AuthScheme, Budgets, Cell, ClientOptions, ExecuteOptions, ExecuteStatus, JupyterClient,
+    KernelChannel, MarkerObservation, Model, Secret, SessionError, collect_evidence,
+};
+use wsgate::sim::runtime::jupyter::{JupyterOptions, JupyterProcess};
+use wsgate::sim::runtime::venv::{VenvPaths, ensure_venv};
+use wsgate::verdict::{PlatformEvidence, VerdictKind, decide};
+
+const BASE_URL: &str = "/workspace/connect/wsgate-test/nb-1/jupyterlab/";
+/// Bounds each test, so a hang fails the test instead of the CI run.
+const TEST_BUDGET: Duration = Duration::from_secs(240);
+
+fn venv() -> &'static VenvPaths {
+    static VENV: OnceLock<VenvPaths> = OnceLock::new();
+    VENV.get_or_init(|| {
+        wsgate::install_crypto_provider();
+        ensure_venv(Path::new(env!("CARGO_MANIFEST_DIR"))).expect("the simulator venv builds")
+    })
+}
+
+/// A server with its own home directory (standing in for the PVC) and a directory outside
+/// it for the probe's state file.
+struct Server {
+    process: JupyterProcess,
+    dir: tempfile::TempDir,
+}
+
+impl Server {
+    async fn start() -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let mut options = JupyterOptions::new(&home);
+        options.home = Some(home);
+        options.base_url = BASE_URL.to_owned();
+        Server {
+            process: start_process(options).await,
+            dir,
+        }
+    }
+
+    fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    fn state_file(&self) -> PathBuf {
+        self.dir.path().join("probe-state.json")
+    }
+
+    fn client(&self) -> JupyterClient {
+        JupyterClient::new(
+            self.process.url(),
+            Auth::Token(Secret::new(self.process.token())),
+            ClientOptions::default(),
+        )
+        .unwrap()
+    }
+
+    fn args(&self) -> ProbeArgs {
+        ProbeArgs {
+            url: self.process.url().to_owned(),
+            token: Some(Secret::new(self.process.token())),
+            auth: AuthScheme::Token,
+            state: self.state_file(),
+            kernel_id: None,
+            model: Model::SimTiny,
+            model_source: None,
+            cell_budget: Duration::from_secs(60),
+            model_budget: Duration::from_secs(120),
+            connect_budget: Duration::from_secs(30),
+            insecure_skip_tls_verify: false,
+            json: true,
+        }
+    }
+}
+
+async fn start_process(options: JupyterOptions) -> JupyterProcess {
+    let venv = venv();
+    tokio::time::timeout(Duration::from_secs(90), JupyterProcess::start(venv, options))
+        .await
+        .expect("jupyter server answered within 90 s")
+        .expect("jupyter server starts")
+}
+
+async fn mark(server: &Server) -> ProbeState {
+    let code = probe::run(&ProbeCommand::Mark(server.args()))
+        .await
+        .expect("probe mark succeeds");
+    assert_eq!(code, exit_code::SUCCESS);
+    ProbeState::read(&server.state_file()).unwrap()
+}
+
+async fn check(server: &Server) -> i32 {
+    probe::run(&ProbeCommand::Check(server.args()))
+        .await
+        .expect("probe check produces a verdict")
+}
+
+fn within<F: Future>(f: F) -> impl Future<Output = F::Output> {
+    async {
+        tokio::time::timeout(TEST_BUDGET, f)
+            .await
+            .expect("the test finished within its budget")
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_mark_freeze_thaw_check_is_restored() {
+    within(async {
+        let server = Server::start().await;
+        let state = mark(&server).await;
+
+        // The state file holds evidence and a sealed nonce, never the token.
+        let text = std::fs::read_to_string(server.state_file()).unwrap();
+        assert!(!text.contains(server.process.token()), "token leaked into the state file");
+        let before = &state.before;
+        let k = before.kernel.as_ref().expect("kernel evidence before pause");
+        assert!(matches!(&k.marker, MarkerObservation::Present { digest } if *digest == state.marker_digest));
+        assert_eq!(k.kernel_id_in_process.as_deref(), Some(state.kernel_id.as_str()));
+        assert!(k.model.is_some() && k.ticker.as_ref().is_some_and(|t| t.alive));
+        let scan = before.disk_scan.as_ref().unwrap();
+        assert!(scan.hits.is_empty(), "nonce on disk before pause: {:?}", scan.hits);
+        // IPython wrote its history database into the home directory and the scan read it.
+        assert!(server.home().join(".ipython/profile_default/history.sqlite").exists());
+        assert!(scan.files_scanned >= 4, "scan: {scan:?}");
+        assert!(before.files_via_server.is_some(), "notes: {:?}", before.notes);
+
+        let pids = server.process.freeze().unwrap();
+        assert!(pids.len() >= 2, "server and kernel frozen: {pids:?}");
+        let frozen_at = Instant::now();
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let frozen_for = frozen_at.elapsed().as_secs_f64();
+        server.process.thaw().unwrap();
+
+        assert_eq!(check(&server).await, exit_code::SUCCESS);
+
+        // The same evidence in detail: the same process, and the ticker saw the freeze.
+        let nonce = state.nonce.unseal().unwrap();
+        let after = collect_evidence(
+            &server.client(),
+            &state.kernel_id,
+            &nonce,
+            &state.plan,
+            &Budgets::default(),
+            Some(before),
+        )
+        .await
+        .unwrap();
+        let a = after.kernel.as_ref().unwrap();
+        assert_eq!(a.pid, k.pid);
+        assert_eq!(a.process_start, k.process_start);
+        assert_eq!(a.execution_count, k.execution_count, "evidence cells stay out of history");
+        assert_eq!(a.model, k.model, "same model object, weights and output");
+        let ticker = a.ticker.as_ref().unwrap();
+        assert!(
+            ticker.max_gap_s >= frozen_for * 0.8,
+            "ticker gap {} s, frozen {frozen_for} s",
+            ticker.max_gap_s
+        );
+        let verdict = decide(before, &after, &PlatformEvidence::not_observed());
+        assert_eq!(verdict.kind, VerdictKind::Restored, "{verdict}");
+        assert_eq!(after.recovery, None, "no recovery when the process came back");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_mark_kernel_restart_check_is_fresh_session() {
+    within(async {
+        let server = Server::start().await;
+        let state = mark(&server).await;
+        let client = server.client();
+        client.restart_kernel(&state.kernel_id).await.unwrap();
+
+        assert_eq!(check(&server).await, exit_code::FRESH_SESSION);
+
+        let nonce = state.nonce.unseal().unwrap();
+        let after = collect_evidence(
+            &client,
+            &state.kernel_id,
+            &nonce,
+            &state.plan,
+            &Budgets::default(),
+            Some(&state.before),
+        )
+        .await
+        .unwrap();
+        assert!(after.kernel_listed, "a restart keeps the kernel id");
+        let a = after.kernel.as_ref().unwrap();
+        assert_eq!(a.marker, MarkerObservation::Absent);
+        assert_ne!(a.pid, state.before.kernel.as_ref().unwrap().pid);
+        let recovery = after.recovery.as_ref().expect("recovery attempted");
+        let model = state.before.kernel.as_ref().unwrap().model.as_ref().unwrap();
+        assert!(recovery.loaded, "{recovery:?}");
+        assert_eq!(recovery.weight_hash.as_deref(), Some(model.weight_hash.as_str()));
+        assert_eq!(recovery.output_digest.as_deref(), Some(model.output_digest.as_str()));
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_mark_server_restart_check_is_fresh_session() {
+    within(async {
+        let mut server = Server::start().await;
+        let state = mark(&server).await;
+        let options = server.process.options();
+        server.process.kill().unwrap();
+        // A new server on the same root directory, port and token: the old kernel is gone.
+        server.process = start_process(options).await;
+
+        assert_eq!(check(&server).await, exit_code::FRESH_SESSION);
+
+        // The scratch kernel the check started to read the files was deleted again.
+        let kernels = server.client().kernels().await.unwrap();
+        assert!(kernels.is_empty(), "left behind: {kernels:?}");
+        assert!(!kernels.iter().any(|k| k.id == state.kernel_id));
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_the_run_files_is_files_lost() {
+    within(async {
+        let server = Server::start().await;
+        let state = mark(&server).await;
+        let checkpoint = &state.plan.files()["checkpoint"];
+        std::fs::remove_file(server.home().join(checkpoint)).unwrap();
+        assert_eq!(check(&server).await, exit_code::FILES_LOST);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kernel_that_dies_mid_cell_is_reported_at_once() {
+    within(async {
+        let server = Server::start().await;
+        let client = server.client();
+        let kernel = client.start_kernel(None).await.unwrap();
+        let mut ch = KernelChannel::connect(&client, &kernel.id).await.unwrap();
+        let options = ExecuteOptions::new(Duration::from_secs(200)).named("suicide", "cell");
+        let err = ch
+            .execute("import os, time\ntime.sleep(0.3)\nos.kill(os.getpid(), 9)", &options)
+            .await
+            .unwrap_err();
+        match &err {
+            SessionError::KernelDied { kernel_id, cell, event } => {
+                assert_eq!(kernel_id, &kernel.id);
+                assert_eq!(cell.as_deref(), Some("suicide"));
+                assert!(event.contains("restart") || event.contains("dead"), "{event}");
+            }
+            other => panic!("expected KernelDied, got {other}"),
+        }
+        assert_eq!(err.exit_code(), exit_code::FAILED);
+        assert!(err.to_string().contains("during cell `suicide`"), "{err}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_channel_reconnects_after_a_pause_and_keeps_kernel_state() {
+    within(async {
+        let server = Server::start().await;
+        let client = server.client();
+        let kernel = client.start_kernel(None).await.unwrap();
+        let mut ch = KernelChannel::connect(&client, &kernel.id).await.unwrap();
+        let options = ExecuteOptions::new(Duration::from_secs(60));
+        ch.execute("kept = 6 * 7", &options).await.unwrap().into_ok("set").unwrap();
+
+        server.process.freeze().unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        server.process.thaw().unwrap();
+
+        ch.reconnect().await.unwrap();
+        let out = ch.execute("kept", &options).await.unwrap().into_ok("get").unwrap();
+        assert_eq!(out.results, vec!["42".to_owned()]);
+        let sessions = client.sessions().await.unwrap();
+        assert!(sessions.is_empty(), "no notebook sessions were opened: {sessions:?}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_cell_template_compiles_in_the_kernels_python() {
+    within(async {
+        let server = Server::start().await;
+        let client = server.client();
+        let kernel = client.start_kernel(None).await.unwrap();
+        let mut ch = KernelChannel::connect(&client, &kernel.id).await.unwrap();
+        let options = ExecuteOptions::new(Duration::from_secs(60)).no_history();
+        for model in [Model::SimTiny, Model::Qwen25_3bT4] {
+            for cell in Cell::ALL {
+                let t = wsgate::session::cells::template(model, cell);
+                let code = format!(
+                    "compile(__import__('base64').b64decode({:?}).decode(), {:?}, 'exec') and None",
+                    base64_of(t.source),
+                    t.path
+                );
+                ch.execute(&code, &options).await.unwrap().into_ok(t.path).unwrap();
+            }
+        }
+    })
+    .await;
+}
+
+fn base64_of(text: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+// --- bad input ---------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_url_a_wrong_token_and_a_missing_kernel_are_named_with_exit_3() {
+    within(async {
+        let server = Server::start().await;
+
+        let mut args = server.args();
+        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        args.url = format!("http://{free}{BASE_URL}");
+        let err = probe::run(&ProbeCommand::Mark(args)).await.unwrap_err();
+        assert_eq!(err.exit_code(), exit_code::TARGET, "{err}");
+        assert!(err.to_string().contains("cannot reach the Jupyter server"), "{err}");
+
+        let mut args = server.args();
+        args.token = Some(Secret::new("not-the-token-1234"));
+        let err = probe::run(&ProbeCommand::Mark(args)).await.unwrap_err();
+        assert_eq!(err.exit_code(), exit_code::TARGET, "{err}");
+        let msg = err.to_string();
+        assert!(msg.contains("refused the credentials (HTTP 403)"), "{msg}");
+        assert!(!msg.contains("not-the-token-1234") && !msg.contains(server.process.token()));
+
+        let mut args = server.args();
+        args.kernel_id = Some("00000000-0000-0000-0000-000000000000".to_owned());
+        let err = probe::run(&ProbeCommand::Mark(args)).await.unwrap_err();
+        assert_eq!(err.exit_code(), exit_code::TARGET, "{err}");
+        assert!(err.to_string().contains("has no kernel 00000000-"), "{err}");
+
+        let err = probe::run(&ProbeCommand::Check(server.args())).await.unwrap_err();
+        assert_eq!(err.exit_code(), exit_code::USAGE, "{err}");
+        assert!(err.to_string().contains("run `wsgate probe mark` first"), "{err}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cell_that_raises_and_a_kernel_that_never_goes_idle_are_named() {
+    within(async {
+        let server = Server::start().await;
+        let client = server.client();
+        let kernel = client.start_kernel(None).await.unwrap();
+        let mut ch = KernelChannel::connect(&client, &kernel.id).await.unwrap();
+
+        let options = ExecuteOptions::new(Duration::from_secs(60)).named("divide", "cell");
+        let outcome = ch.execute("1 / 0", &options).await.unwrap();
+        assert_eq!(outcome.status, ExecuteStatus::Error);
+        let err = outcome.into_ok("divide").unwrap_err();
+        assert_eq!(err.to_string(), "cell `divide` raised ZeroDivisionError: division by zero");
+        assert_eq!(err.exit_code(), exit_code::FAILED);
+
+        let options = ExecuteOptions::new(Duration::from_millis(1500)).named("sleepy", "cell (--cell-budget)");
+        let err = ch.execute("import time\ntime.sleep(30)", &options).await.unwrap_err();
+        assert_eq!(err.exit_code(), exit_code::BUDGET);
+        assert_eq!(
+            err.to_string(),
+            "budget `cell (--cell-budget)` (1.5 s) ran out during cell `sleepy`; last kernel state seen: busy"
+        );
+        // The kernel is still usable after an interrupt.
+        client.interrupt_kernel(&kernel.id).await.unwrap();
+        let mut ch = KernelChannel::connect(&client, &kernel.id).await.unwrap();
+        let ok = ch
+            .execute("'alive'", &ExecuteOptions::new(Duration::from_secs(60)))
+            .await
+            .unwrap();
+        assert_eq!(ok.results, vec!["'alive'".to_owned()]);
+    })
+    .await;
+}
