@@ -110,7 +110,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
     let cfg = &resolved.config;
     let (client, _sim) = match cfg.target.kind {
         TargetKind::Sim => {
-            let sim = SimHandle::start(SimOptions::default()).await?;
+            let sim = SimHandle::start(SimOptions::with_platform()).await?;
             println!(
                 "target: the embedded simulator at {} (not a real cluster)",
                 sim.url()

@@ -17,7 +17,7 @@ pub async fn sim(args: SimArgs) -> Result<i32, CommandError> {
     }
     let sim = SimHandle::start(SimOptions {
         port: args.port,
-        ..Default::default()
+        ..SimOptions::with_platform()
     })
     .await?;
     sim.write_kubeconfig(&args.kubeconfig)?;

@@ -194,12 +194,14 @@ impl JupyterClient {
         Self::expect_json("GET /api/kernels/{id}", resp).await
     }
 
-    /// `POST /api/kernels`: starts a kernel (`name` = kernelspec, default the server's).
+    /// `POST /api/kernels`: starts a kernel (`name` = kernelspec, default the server's) whose
+    /// working directory is the server root (`path: ""`). Without a path, jupyter_server
+    /// starts it in the server process's own working directory instead.
     pub async fn start_kernel(&self, name: Option<&str>) -> Result<KernelModel, SessionError> {
-        let body = match name {
-            Some(name) => serde_json::json!({ "name": name }),
-            None => serde_json::json!({}),
-        };
+        let mut body = serde_json::json!({ "path": "" });
+        if let Some(name) = name {
+            body["name"] = serde_json::Value::String(name.to_owned());
+        }
         let resp = self
             .send(Method::POST, self.endpoint(&["api", "kernels"]), Some(body))
             .await?;

@@ -2,7 +2,7 @@
 //! Discovery, routing, validation and the Table printer all read this one registry.
 
 /// One served kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct KindInfo {
     /// API group; empty for the core group.
     pub group: &'static str,

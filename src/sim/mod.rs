@@ -5,12 +5,18 @@
 //! target is named) and the tests start it.
 
 pub mod api;
+pub mod controllers;
 pub mod error;
+pub mod faults;
 pub mod kinds;
+pub mod pods;
+pub mod profile;
 pub mod runtime;
+pub mod seed;
 pub mod selector;
 pub mod server;
 pub mod store;
 pub mod tls;
+pub mod truth;
 
 pub use server::{SimError, SimHandle, SimOptions};

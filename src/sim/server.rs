@@ -10,10 +10,16 @@ use base64::Engine;
 use rand::RngExt;
 use serde_json::json;
 
+use std::path::PathBuf;
+
 use super::api;
+use super::controllers::{self, Ctx};
 use super::kinds;
+use super::pods::PodProcesses;
+use super::profile::SimProfile;
 use super::store::Store;
 use super::tls;
+use super::truth::Truth;
 
 /// The label that opts a namespace into destructive test steps.
 pub const TEST_NAMESPACE_LABEL: &str = "wsgate.dev/test-namespace";
@@ -21,6 +27,24 @@ pub const TEST_NAMESPACE_LABEL: &str = "wsgate.dev/test-namespace";
 pub const TEST_NAMESPACE: &str = "wsgate-test";
 /// The context name in the kubeconfig the simulator writes.
 pub const CONTEXT: &str = "wsgate-sim";
+
+/// The simulated platform on top of the API server: nodes, controllers, runtime.
+#[derive(Debug, Clone)]
+pub struct PlatformOptions {
+    pub profile: SimProfile,
+    /// Where home volumes and snapshot buckets live; `None`: a temporary directory removed
+    /// when the simulator stops.
+    pub state_dir: Option<PathBuf>,
+}
+
+impl Default for PlatformOptions {
+    fn default() -> Self {
+        Self {
+            profile: SimProfile::default_profile(),
+            state_dir: None,
+        }
+    }
+}
 
 /// How to start a simulator.
 #[derive(Debug, Clone)]
@@ -31,6 +55,8 @@ pub struct SimOptions {
     pub bookmark_interval: Duration,
     /// How many change events watches can resume from.
     pub history: usize,
+    /// The simulated GKE Workspaces platform; `None` serves the bare API (no controllers).
+    pub platform: Option<PlatformOptions>,
 }
 
 impl Default for SimOptions {
@@ -39,6 +65,17 @@ impl Default for SimOptions {
             port: 0,
             bookmark_interval: Duration::from_secs(5),
             history: 100_000,
+            platform: None,
+        }
+    }
+}
+
+impl SimOptions {
+    /// The API server with the default simulated platform running on it.
+    pub fn with_platform() -> Self {
+        Self {
+            platform: Some(PlatformOptions::default()),
+            ..Default::default()
         }
     }
 }
@@ -66,6 +103,8 @@ pub enum SimError {
     Client(#[source] kube::Error),
     #[error("cannot read the simulator's kubeconfig")]
     Kubeconfig(#[source] kube::config::KubeconfigError),
+    #[error("cannot create the simulator's state directory")]
+    StateDir(#[source] std::io::Error),
 }
 
 /// A running simulator. Dropping it stops the server.
@@ -76,6 +115,9 @@ pub struct SimHandle {
     store: Arc<Store>,
     server: axum_server::Handle<SocketAddr>,
     shutdown: tokio::sync::watch::Sender<bool>,
+    truth: Arc<Truth>,
+    ctx: Option<Ctx>,
+    _state_dir: Option<tempfile::TempDir>,
 }
 
 fn random_token() -> String {
@@ -136,11 +178,44 @@ impl SimHandle {
         seed(&store);
         let token = random_token();
         let (shutdown, shutdown_rx) = tokio::sync::watch::channel(false);
+        let truth = Arc::new(Truth::default());
+        let mut temp_dir = None;
+        let ctx = match &opts.platform {
+            None => None,
+            Some(platform) => {
+                let state_dir = match &platform.state_dir {
+                    Some(d) => {
+                        std::fs::create_dir_all(d).map_err(SimError::StateDir)?;
+                        d.clone()
+                    }
+                    None => {
+                        let t = tempfile::Builder::new()
+                            .prefix("wsgate-sim-")
+                            .tempdir()
+                            .map_err(SimError::StateDir)?;
+                        let p = t.path().to_path_buf();
+                        temp_dir = Some(t);
+                        p
+                    }
+                };
+                super::seed::seed(&store, &platform.profile);
+                let ctx = Ctx {
+                    store: store.clone(),
+                    profile: Arc::new(platform.profile.clone()),
+                    truth: truth.clone(),
+                    pods: Arc::new(PodProcesses::new(state_dir.join("volumes"))),
+                    shutdown: shutdown_rx.clone(),
+                };
+                controllers::start_all(&ctx);
+                Some(ctx)
+            }
+        };
         let state = api::State {
             store: store.clone(),
             token: token.clone().into(),
             shutdown: shutdown_rx,
             bookmark_interval: opts.bookmark_interval,
+            truth: truth.clone(),
         };
         let app = api::router(state);
         let server = axum_server::Handle::new();
@@ -163,7 +238,20 @@ impl SimHandle {
             store,
             server,
             shutdown,
+            truth,
+            ctx,
+            _state_dir: temp_dir,
         })
+    }
+
+    /// The ground truth recorded so far.
+    pub fn truth(&self) -> &Arc<Truth> {
+        &self.truth
+    }
+
+    /// The platform's shared controller context (`None` for an API-only simulator).
+    pub fn platform(&self) -> Option<&Ctx> {
+        self.ctx.as_ref()
     }
 
     /// `https://127.0.0.1:PORT`.

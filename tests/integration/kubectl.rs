@@ -155,7 +155,7 @@ impl Fixture {
     }
 
     async fn run(&self, args: &[&str]) -> Output {
-        let out = tokio::time::timeout(COMMAND_BUDGET, self.command(args).output())
+        tokio::time::timeout(COMMAND_BUDGET, self.command(args).output())
             .await
             .unwrap_or_else(|_| {
                 panic!(
@@ -163,8 +163,7 @@ impl Fixture {
                     args.join(" ")
                 )
             })
-            .expect("kubectl starts");
-        out
+            .expect("kubectl starts")
     }
 
     /// Runs kubectl, requires success, returns stdout.

@@ -6,6 +6,7 @@ mod common;
 mod config;
 mod kubectl;
 mod python_client;
+mod session;
 mod sim_api;
 mod sim_bad_input;
-mod session;
+mod sim_platform;

@@ -35,6 +35,8 @@ pub struct State {
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     /// How often a watch that allows bookmarks gets one.
     pub bookmark_interval: Duration,
+    /// Ground truth of the simulated platform (empty for an API-only simulator).
+    pub truth: Arc<crate::sim::truth::Truth>,
 }
 
 /// A JSON reply with the given status.
@@ -72,6 +74,7 @@ pub fn router(state: State) -> Router {
             get(|| async { json_response(StatusCode::OK, &openapi::root()) }),
         )
         .route("/openapi/v3/{*path}", get(openapi_group_version))
+        .route("/sim/v1/truth", get(truth))
         .fallback(resources)
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .with_state(state)
@@ -92,6 +95,12 @@ async fn authenticate(AxState(state): AxState<State>, req: Request, next: Next) 
     } else {
         ApiError::unauthorized().into_response()
     }
+}
+
+/// Simulator-only: every real transition with its time, for tests that measure the harness.
+async fn truth(AxState(state): AxState<State>) -> Response {
+    let events = serde_json::to_value(state.truth.events()).unwrap_or_default();
+    json_response(StatusCode::OK, &serde_json::json!({"events": events}))
 }
 
 fn accept(headers: &HeaderMap) -> Option<&str> {

@@ -20,6 +20,7 @@ pub struct Query {
     pub field_manager: Option<String>,
     pub force: bool,
     pub propagation: Option<Propagation>,
+    pub grace_period_seconds: Option<i64>,
 }
 
 fn truthy(v: &str) -> bool {
@@ -74,6 +75,11 @@ impl Query {
                 "fieldManager" => q.field_manager = Some(v.into_owned()),
                 "force" => q.force = truthy(&v),
                 "propagationPolicy" => q.propagation = Some(parse_propagation(&v)?),
+                "gracePeriodSeconds" => {
+                    q.grace_period_seconds = Some(v.parse().map_err(|_| {
+                        ApiError::bad_request(format!("invalid gracePeriodSeconds {v:?}"))
+                    })?)
+                }
                 // timeout, fieldValidation, hash, pretty, resourceVersionMatch...: accepted, ignored.
                 _ => {}
             }

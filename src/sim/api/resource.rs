@@ -156,6 +156,7 @@ fn delete_options(q: &Query, body: &[u8]) -> Result<DeleteOptions, ApiError> {
     let mut opts = DeleteOptions {
         propagation: q.propagation.unwrap_or_default(),
         dry_run: q.dry_run,
+        grace_period_seconds: q.grace_period_seconds,
         ..Default::default()
     };
     if body.iter().any(|b| !b.is_ascii_whitespace()) {

@@ -163,6 +163,7 @@ impl JupyterProcess {
             .env("JUPYTER_CONFIG_DIR", &config_dir)
             .env("PYDEVD_DISABLE_FILE_VALIDATION", "1")
             .env("PATH", prepend_path(&venv.bin))
+            .current_dir(&options.root_dir)
             .stdin(Stdio::null())
             .stdout(Stdio::from(log))
             .stderr(Stdio::from(log_err))

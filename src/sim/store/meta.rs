@@ -91,6 +91,61 @@ pub fn spec_part(obj: &Value) -> Map<String, Value> {
         .unwrap_or_default()
 }
 
+/// Drops empty `labels`, `annotations`, `finalizers` and `ownerReferences`, as a real API
+/// server does (they are `omitempty`), so that `kubectl diff` sees no phantom change.
+pub fn drop_empty_metadata(obj: &mut Value) {
+    if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.retain(|k, v| {
+            let collection = matches!(
+                k.as_str(),
+                "labels" | "annotations" | "finalizers" | "ownerReferences"
+            );
+            let empty = v.is_null()
+                || v.as_object().is_some_and(|o| o.is_empty())
+                || v.as_array().is_some_and(|a| a.is_empty());
+            !(collection && empty)
+        });
+    }
+}
+
+/// Fields the API server defaults on create for built-in kinds: a Pod starts `Pending`, a
+/// Service gets a cluster IP.
+pub fn apply_create_defaults(kind: &KindInfo, obj: &mut Value, serial: u64) {
+    match kind.kind {
+        "Pod" => {
+            obj["status"] = serde_json::json!({"phase": "Pending", "qosClass": qos_class(obj)});
+        }
+        "Service" => {
+            let spec_ip = obj.pointer("/spec/clusterIP").and_then(Value::as_str);
+            if spec_ip.is_none_or(str::is_empty) {
+                let ip = format!("10.96.{}.{}", (serial >> 8) & 0xFF, (serial & 0xFF).max(1));
+                obj["spec"]["clusterIP"] = serde_json::json!(ip);
+                obj["spec"]["clusterIPs"] = serde_json::json!([ip]);
+            }
+            if obj.pointer("/spec/type").is_none() {
+                obj["spec"]["type"] = serde_json::json!("ClusterIP");
+            }
+        }
+        _ => {}
+    }
+}
+
+fn qos_class(pod: &Value) -> &'static str {
+    let containers = pod.pointer("/spec/containers").and_then(Value::as_array);
+    let has = |field: &str| {
+        containers.into_iter().flatten().any(|c| {
+            c.pointer(&format!("/resources/{field}"))
+                .and_then(Value::as_object)
+                .is_some_and(|m| !m.is_empty())
+        })
+    };
+    if has("requests") || has("limits") {
+        "Burstable"
+    } else {
+        "BestEffort"
+    }
+}
+
 /// The system-owned metadata fields a client cannot change.
 pub const SYSTEM_FIELDS: &[&str] = &[
     "uid",

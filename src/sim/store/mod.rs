@@ -40,6 +40,9 @@ pub struct DeleteOptions {
     pub precondition_uid: Option<String>,
     pub precondition_rv: Option<String>,
     pub dry_run: bool,
+    /// `gracePeriodSeconds`: a bound pod with a grace period is only marked for deletion
+    /// (its kubelet finishes it); 0 deletes it at once.
+    pub grace_period_seconds: Option<i64>,
 }
 
 /// What a delete did.
@@ -68,6 +71,14 @@ pub struct Subscription {
     pub live: broadcast::Receiver<Arc<Event>>,
 }
 
+/// Lists stored objects of a kind in a namespace (`None`: all), for admission checks.
+pub type Lister<'a> = &'a dyn Fn(&KindInfo, Option<&str>) -> Vec<Arc<Value>>;
+
+/// An admission check run on every create, under the store's lock: it sees the object
+/// about to be stored (with its namespace) and may refuse it with an API error.
+pub type Admission =
+    dyn Fn(&KindInfo, &Value, Lister<'_>) -> Result<(), ApiError> + Send + Sync + 'static;
+
 struct Inner {
     rv: u64,
     objects: HashMap<&'static str, BTreeMap<Key, Arc<Value>>>,
@@ -78,6 +89,7 @@ struct Inner {
 pub struct Store {
     inner: Mutex<Inner>,
     tx: broadcast::Sender<Arc<Event>>,
+    admission: std::sync::RwLock<Vec<Box<Admission>>>,
 }
 
 fn key(kind: &KindInfo, ns: Option<&str>, name: &str) -> Key {
@@ -100,6 +112,7 @@ impl Store {
                 history: History::new(history),
             }),
             tx,
+            admission: std::sync::RwLock::new(Vec::new()),
         })
     }
 
@@ -107,6 +120,36 @@ impl Store {
         // A panic while holding the lock cannot leave a half-written object (writes are a
         // single insert), so a poisoned lock is safe to keep using.
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds an admission check that every later create must pass.
+    pub fn add_admission(&self, check: Box<Admission>) {
+        self.admission
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(check);
+    }
+
+    /// The live feed of every committed change (for the simulator's controllers).
+    pub fn events(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.tx.subscribe()
+    }
+
+    /// Every object of a kind in a namespace (`None`: everywhere), sorted by key.
+    pub fn all(&self, kind: &KindInfo, ns: Option<&str>) -> Vec<Arc<Value>> {
+        let inner = self.lock();
+        Self::list_locked(
+            &inner,
+            kind,
+            ns,
+            &LabelSelector::default(),
+            &FieldSelector::default(),
+        )
+    }
+
+    /// The object if it exists.
+    pub fn find(&self, kind: &KindInfo, ns: Option<&str>, name: &str) -> Option<Arc<Value>> {
+        self.get(kind, ns, name).ok()
     }
 
     /// The latest committed resourceVersion.
@@ -256,6 +299,7 @@ impl Store {
         if kind.kind == "Namespace" && obj.pointer("/status/phase").is_none() {
             obj["status"] = json!({"phase": "Active"});
         }
+        meta::apply_create_defaults(kind, &mut obj, inner.rv + 1);
         let m = meta_mut(&mut obj);
         m.insert("name".into(), json!(name));
         if let Some(ns) = &ns {
@@ -273,8 +317,27 @@ impl Store {
         ] {
             m.remove(f);
         }
+        {
+            let lister = |k: &KindInfo, ns: Option<&str>| {
+                Self::list_locked(
+                    &inner,
+                    k,
+                    ns,
+                    &LabelSelector::default(),
+                    &FieldSelector::default(),
+                )
+            };
+            for check in self
+                .admission
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+            {
+                check(kind, &obj, &lister)?;
+            }
+        }
         if dry_run {
-            m.insert("resourceVersion".into(), json!(inner.rv.to_string()));
+            meta_mut(&mut obj).insert("resourceVersion".into(), json!(inner.rv.to_string()));
             return Ok(Arc::new(obj));
         }
         let stored = self.commit(&mut inner, kind, k, obj, EventType::Added, None);
@@ -293,6 +356,7 @@ impl Store {
     ) -> Arc<Value> {
         inner.rv += 1;
         let rv = inner.rv;
+        meta::drop_empty_metadata(&mut obj);
         meta_mut(&mut obj).insert("resourceVersion".into(), json!(rv.to_string()));
         let obj = Arc::new(obj);
         let map = inner.objects.entry(kind.kind).or_default();
@@ -353,6 +417,8 @@ impl Store {
             return Err(ApiError::stale(kind, name));
         }
         let mut next = meta::merge_for_write(kind, &current, desired, status_write);
+        // Compare and store without empty metadata collections (see `commit`).
+        meta::drop_empty_metadata(&mut next);
         next["apiVersion"] = json!(kind.api_version());
         next["kind"] = json!(kind.kind);
         let deleting = meta_str(&current, "deletionTimestamp").is_some();
@@ -448,6 +514,24 @@ impl Store {
         }
         if opts.dry_run {
             return Ok(DeleteOutcome::Deleted(current));
+        }
+        let graceful = kind.kind == "Pod"
+            && current
+                .pointer("/spec/nodeName")
+                .and_then(Value::as_str)
+                .is_some_and(|n| !n.is_empty())
+            && opts.grace_period_seconds != Some(0);
+        if graceful {
+            if meta_str(&current, "deletionTimestamp").is_some() {
+                return Ok(DeleteOutcome::Marked(current));
+            }
+            let grace = opts.grace_period_seconds.unwrap_or(30);
+            let mut next = (*current).clone();
+            let m = meta_mut(&mut next);
+            m.insert("deletionTimestamp".into(), json!(now_rfc3339()));
+            m.insert("deletionGracePeriodSeconds".into(), json!(grace));
+            let marked = self.commit(inner, kind, k, next, EventType::Modified, Some(current));
+            return Ok(DeleteOutcome::Marked(marked));
         }
         if !finalizers(&current).is_empty() {
             if meta_str(&current, "deletionTimestamp").is_some() {

@@ -1,0 +1,334 @@
+//! The kubelet of every simulated node: starts the process behind a bound pod (after the
+//! profile's start delay), reports phase, IP, container status and the Ready condition
+//! (readiness gates included), and finishes graceful deletion, after which the pod's GPU
+//! is free again.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::agent::{self, RestorePlan};
+use super::scheduler::{LEAKED_GPUS, gpu_request, set_condition};
+use super::{Ctx, Next, ObjKey, Reconciler, events, kind};
+use crate::sim::faults::{self, Fault};
+use crate::sim::pods::Started;
+use crate::sim::store::meta::now_rfc3339;
+use crate::sim::store::{DeleteOptions, Event};
+use crate::sim::truth::Transition;
+
+#[derive(Default)]
+pub struct Kubelet {
+    /// When each pod (by uid) was first seen bound, or marked for deletion.
+    seen: Mutex<HashMap<String, Instant>>,
+}
+
+fn str_of<'a>(v: &'a Value, ptr: &str) -> Option<&'a str> {
+    v.pointer(ptr).and_then(Value::as_str)
+}
+
+fn condition_true(pod: &Value, type_: &str) -> bool {
+    pod.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| str_of(c, "/type") == Some(type_) && str_of(c, "/status") == Some("True"))
+        })
+}
+
+/// Ready = containers ready and every readiness gate's condition True.
+fn gates_pass(pod: &Value) -> bool {
+    pod.pointer("/spec/readinessGates")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|g| str_of(g, "/conditionType"))
+        .all(|t| condition_true(pod, t))
+}
+
+impl Kubelet {
+    fn elapsed_since_first_seen(&self, uid: &str, tag: &str) -> Duration {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.entry(format!("{tag}/{uid}"))
+            .or_insert_with(Instant::now)
+            .elapsed()
+    }
+
+    fn forget(&self, uid: &str) {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.retain(|k, _| !k.ends_with(uid));
+    }
+}
+
+impl Reconciler for Kubelet {
+    fn name(&self) -> &'static str {
+        "kubelet"
+    }
+
+    fn primary(&self) -> &'static [&'static str] {
+        &["Pod"]
+    }
+
+    fn keys_for(&self, ev: &Event) -> Vec<ObjKey> {
+        if ev.kind.kind == "Pod"
+            && str_of(&ev.object, "/spec/nodeName").is_some_and(|n| !n.is_empty())
+        {
+            vec![ObjKey::of(ev.kind, &ev.object)]
+        } else {
+            Vec::new()
+        }
+    }
+
+    async fn reconcile(&self, ctx: &Ctx, key: &ObjKey) -> Next {
+        let Some(pod) = ctx.store.find(key.kind, key.ns(), &key.name) else {
+            return Next::Done;
+        };
+        let uid = str_of(&pod, "/metadata/uid").unwrap_or("").to_string();
+        let Some(node) = str_of(&pod, "/spec/nodeName")
+            .filter(|n| !n.is_empty())
+            .map(str::to_string)
+        else {
+            return Next::Done;
+        };
+        let timing = &ctx.profile.timing;
+        if pod.pointer("/metadata/deletionTimestamp").is_some() {
+            let wait = Duration::from_millis(timing.termination_ms);
+            let elapsed = self.elapsed_since_first_seen(&uid, "delete");
+            if elapsed < wait {
+                return Next::After(wait - elapsed);
+            }
+            ctx.pods.stop(&uid);
+            let opts = DeleteOptions {
+                grace_period_seconds: Some(0),
+                precondition_uid: Some(uid.clone()),
+                ..Default::default()
+            };
+            if ctx
+                .store
+                .delete(key.kind, key.ns(), &key.name, &opts)
+                .is_ok()
+            {
+                self.forget(&uid);
+                ctx.truth.record(
+                    Transition::PodDeleted,
+                    key.ns(),
+                    &key.name,
+                    Some(&node),
+                    None,
+                );
+                let gpus = gpu_request(&pod);
+                if gpus > 0 {
+                    if ctx.profile.has_fault(Fault::GpuNotReleased)
+                        || faults::annotated(&pod, Fault::GpuNotReleased)
+                    {
+                        leak_gpus(ctx, &node, gpus);
+                    } else {
+                        ctx.truth.record(
+                            Transition::GpuReleased,
+                            key.ns(),
+                            &key.name,
+                            Some(&node),
+                            Some(format!("{gpus} GPU")),
+                        );
+                    }
+                }
+            }
+            return Next::Done;
+        }
+        let phase = str_of(&pod, "/status/phase").unwrap_or("Pending");
+        if phase == "Pending" {
+            let plan = agent::restore_plan(ctx, &pod);
+            let restore_delay = plan.as_ref().map(|p| p.delay).unwrap_or_default();
+            let wait = Duration::from_millis(timing.pod_start_ms) + restore_delay;
+            let elapsed = self.elapsed_since_first_seen(&uid, "bind");
+            if elapsed < wait {
+                return Next::After(wait - elapsed);
+            }
+            let (started, restored) = match self.start_process(ctx, &pod, &uid, plan.as_ref()).await
+            {
+                Ok(s) => s,
+                Err(message) => {
+                    self.fail_start(ctx, key, &message);
+                    return Next::After(Duration::from_secs(1));
+                }
+            };
+            let now = now_rfc3339();
+            let image = pod
+                .pointer("/spec/containers/0/image")
+                .cloned()
+                .unwrap_or(json!(""));
+            let name = pod
+                .pointer("/spec/containers/0/name")
+                .cloned()
+                .unwrap_or(json!("main"));
+            let _ = ctx.store.modify(key.kind, key.ns(), &key.name, true, false, |cur| {
+                let mut c = cur.clone();
+                c["status"]["phase"] = json!("Running");
+                c["status"]["podIP"] = json!(started.pod_ip);
+                c["status"]["podIPs"] = json!([{"ip": started.pod_ip}]);
+                c["status"]["hostIP"] = json!("10.128.0.2");
+                c["status"]["startTime"] = json!(now);
+                c["status"]["containerStatuses"] = json!([{
+                    "name": name, "ready": true, "restartCount": 0, "started": true,
+                    "image": image, "imageID": format!("sim://{}", image.as_str().unwrap_or("")),
+                    "containerID": format!("sim://{uid}"),
+                    "state": {"running": {"startedAt": now}},
+                }]);
+                set_condition(&mut c, "Initialized", "True", None, None, &now);
+                if let Some(plan) = &restored {
+                    let message = format!("Restored from snapshot {}", plan.snapshot_uid);
+                    set_condition(&mut c, "PodRestored", "True", Some("Restored"), Some(&message), &now);
+                }
+                set_condition(&mut c, "ContainersReady", "True", None, None, &now);
+                let ready = gates_pass(&c);
+                set_condition(&mut c, "Ready", if ready { "True" } else { "False" }, (!ready).then_some("ReadinessGatesNotReady"), None, &now);
+                Ok(c)
+            });
+            ctx.truth.record(
+                Transition::PodRunning,
+                key.ns(),
+                &key.name,
+                Some(&node),
+                None,
+            );
+            match &restored {
+                Some(plan) => {
+                    ctx.truth.record_delayed(
+                        Transition::Restored,
+                        key.ns(),
+                        &key.name,
+                        Some(&node),
+                        Some(plan.snapshot_name.clone()),
+                        Some(plan.delay),
+                    );
+                    events::record(
+                        ctx,
+                        &pod,
+                        "Normal",
+                        "GKEPodSnapshotting",
+                        &format!(
+                            "Successfully restored the pod from PodSnapshot {}/{}",
+                            key.namespace, plan.snapshot_name
+                        ),
+                        "gke-pod-snapshot-agent",
+                    );
+                }
+                None if is_workspace_pod(&pod) => {
+                    ctx.truth.record(
+                        Transition::ColdStarted,
+                        key.ns(),
+                        &key.name,
+                        Some(&node),
+                        None,
+                    );
+                }
+                None => {}
+            }
+            if let Some(p) = ctx.store.find(key.kind, key.ns(), &key.name)
+                && condition_true(&p, "Ready")
+            {
+                ctx.truth
+                    .record(Transition::PodReady, key.ns(), &key.name, Some(&node), None);
+            }
+            return Next::Done;
+        }
+        if phase == "Running" {
+            let want = gates_pass(&pod);
+            if want != condition_true(&pod, "Ready") {
+                let now = now_rfc3339();
+                let _ = ctx
+                    .store
+                    .modify(key.kind, key.ns(), &key.name, true, false, |cur| {
+                        let mut c = cur.clone();
+                        set_condition(
+                            &mut c,
+                            "Ready",
+                            if want { "True" } else { "False" },
+                            (!want).then_some("ReadinessGatesNotReady"),
+                            None,
+                            &now,
+                        );
+                        Ok(c)
+                    });
+                if want {
+                    ctx.truth
+                        .record(Transition::PodReady, key.ns(), &key.name, Some(&node), None);
+                }
+            }
+        }
+        Next::Done
+    }
+}
+
+/// The label every workspace pod carries.
+pub const WORKSPACE_LABEL: &str = "notebooks.kubeflow.org/workspace-name";
+
+fn is_workspace_pod(pod: &Value) -> bool {
+    pod.pointer("/metadata/labels")
+        .and_then(|l| l.get(WORKSPACE_LABEL))
+        .is_some()
+}
+
+impl Kubelet {
+    /// Starts the pod's process: restores the planned snapshot's image, or cold-starts.
+    async fn start_process(
+        &self,
+        ctx: &Ctx,
+        _pod: &Value,
+        uid: &str,
+        plan: Option<&RestorePlan>,
+    ) -> Result<(Started, Option<RestorePlan>), String> {
+        if let Some(plan) = plan {
+            match ctx.pods.restore(&plan.snapshot_uid, uid) {
+                Ok(started) => return Ok((started, Some(plan.clone()))),
+                Err(e) => tracing::warn!(error = %e, "restore failed; cold start"),
+            }
+        }
+        if let Some(s) = ctx.pods.running(uid) {
+            return Ok((s, None));
+        }
+        Ok((ctx.pods.start_none(uid), None))
+    }
+
+    /// The container could not start: report it as a waiting container with a reason.
+    fn fail_start(&self, ctx: &Ctx, key: &ObjKey, message: &str) {
+        let now = now_rfc3339();
+        let _ = ctx
+            .store
+            .modify(key.kind, key.ns(), &key.name, true, false, |cur| {
+                let mut c = cur.clone();
+                c["status"]["containerStatuses"] = json!([{
+                    "name": "main", "ready": false, "restartCount": 0, "image": "", "imageID": "",
+                    "state": {"waiting": {"reason": "RunContainerError", "message": message}},
+                }]);
+                set_condition(
+                    &mut c,
+                    "Ready",
+                    "False",
+                    Some("ContainersNotReady"),
+                    Some(message),
+                    &now,
+                );
+                Ok(c)
+            });
+    }
+}
+
+/// Fault `gpu-not-released`: the GPU stays allocated on the node with no pod.
+fn leak_gpus(ctx: &Ctx, node: &str, gpus: i64) {
+    let _ = ctx
+        .store
+        .modify(kind("Node"), None, node, false, false, |cur| {
+            let mut c = cur.clone();
+            let before = c
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(LEAKED_GPUS))
+                .and_then(Value::as_str)
+                .and_then(|s| s.parse::<i64>().ok())
+                .unwrap_or(0);
+            c["metadata"]["annotations"][LEAKED_GPUS] = json!((before + gpus).to_string());
+            Ok(c)
+        });
+}

@@ -1,0 +1,168 @@
+//! The simulator's controllers: each one watches the store's change feed, keeps a queue of
+//! object keys to reconcile (deduplicated, with delays for timed work), and writes back
+//! through the store, exactly as a controller writes through the API.
+
+pub mod agent;
+pub mod events;
+pub mod kubelet;
+pub mod scheduler;
+pub mod statefulset;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::time::Instant;
+
+use super::kinds::{self, KindInfo};
+use super::pods::PodProcesses;
+use super::profile::SimProfile;
+use super::store::{Event, Store};
+use super::truth::Truth;
+
+/// What every controller shares.
+#[derive(Clone)]
+pub struct Ctx {
+    pub store: Arc<Store>,
+    pub profile: Arc<SimProfile>,
+    pub truth: Arc<Truth>,
+    pub pods: Arc<PodProcesses>,
+    pub shutdown: tokio::sync::watch::Receiver<bool>,
+}
+
+/// An object a controller reconciles: kind, namespace ("" for cluster scope), name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ObjKey {
+    pub kind: &'static KindInfo,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ObjKey {
+    pub fn of(kind: &'static KindInfo, obj: &Value) -> Self {
+        Self {
+            kind,
+            namespace: obj
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+            name: obj
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+        }
+    }
+
+    pub fn ns(&self) -> Option<&str> {
+        (!self.namespace.is_empty()).then_some(self.namespace.as_str())
+    }
+}
+
+/// Looks up a served kind by its Kind name (the registry is fixed, so this cannot fail
+/// for the kinds the simulator's own controllers use).
+pub fn kind(name: &str) -> &'static KindInfo {
+    kinds::KINDS
+        .iter()
+        .find(|k| k.kind == name)
+        .unwrap_or_else(|| panic!("kind {name} is served"))
+}
+
+/// What a reconcile asks for next.
+pub enum Next {
+    Done,
+    After(Duration),
+}
+
+/// One controller.
+pub trait Reconciler: Send + Sync + 'static {
+    fn name(&self) -> &'static str;
+    /// The kinds whose objects are listed at start (each becomes a key via [`Self::keys_for`]).
+    fn primary(&self) -> &'static [&'static str];
+    /// The keys an event affects.
+    fn keys_for(&self, event: &Event) -> Vec<ObjKey>;
+    /// Brings one object towards its desired state.
+    fn reconcile(&self, ctx: &Ctx, key: &ObjKey) -> impl Future<Output = Next> + Send;
+}
+
+fn initial_keys<R: Reconciler>(ctx: &Ctx, r: &R) -> Vec<ObjKey> {
+    r.primary()
+        .iter()
+        .flat_map(|k| {
+            let kind = kind(k);
+            ctx.store
+                .all(kind, None)
+                .into_iter()
+                .map(move |o| ObjKey::of(kind, &o))
+        })
+        .collect()
+}
+
+/// Runs a controller until the simulator shuts down.
+pub fn spawn<R: Reconciler>(ctx: Ctx, r: R) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut events = ctx.store.events();
+        let mut shutdown = ctx.shutdown.clone();
+        let mut due: HashMap<ObjKey, Instant> = HashMap::new();
+        for k in initial_keys(&ctx, &r) {
+            due.insert(k, Instant::now());
+        }
+        loop {
+            let next_due = due.values().min().copied();
+            let sleep = async {
+                match next_due {
+                    Some(t) => tokio::time::sleep_until(t).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                ev = events.recv() => match ev {
+                    Ok(ev) => {
+                        let now = Instant::now();
+                        for k in r.keys_for(&ev) {
+                            due.insert(k, now);
+                        }
+                    }
+                    Err(RecvError::Lagged(_)) => {
+                        let now = Instant::now();
+                        for k in initial_keys(&ctx, &r) {
+                            due.insert(k, now);
+                        }
+                    }
+                    Err(RecvError::Closed) => return,
+                },
+                _ = sleep => {
+                    let now = Instant::now();
+                    let ready: Vec<ObjKey> = due.iter().filter(|(_, t)| **t <= now).map(|(k, _)| k.clone()).collect();
+                    for k in ready {
+                        due.remove(&k);
+                        match r.reconcile(&ctx, &k).await {
+                            Next::Done => {}
+                            Next::After(d) => {
+                                let at = Instant::now() + d;
+                                let slot = due.entry(k).or_insert(at);
+                                if *slot > at {
+                                    *slot = at;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// Starts every controller of the simulated platform.
+pub fn start_all(ctx: &Ctx) -> Vec<tokio::task::JoinHandle<()>> {
+    vec![
+        spawn(ctx.clone(), statefulset::StatefulSetController),
+        spawn(ctx.clone(), scheduler::Scheduler),
+        spawn(ctx.clone(), kubelet::Kubelet::default()),
+    ]
+}

@@ -1,0 +1,327 @@
+//! The scheduler: binds pending pods to nodes that satisfy their nodeSelector, tolerate the
+//! node's NoSchedule taints and have enough free `nvidia.com/gpu`. A GPU counts as free only
+//! once the pod holding it is gone. When nothing fits, the pod gets `PodScheduled=False`
+//! with reason `Unschedulable` and the scheduler's usual message.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::{Ctx, Next, ObjKey, Reconciler, events, kind};
+use crate::sim::store::Event;
+use crate::sim::store::meta::now_rfc3339;
+use crate::sim::truth::Transition;
+
+pub const GPU: &str = "nvidia.com/gpu";
+/// Node annotation counting GPUs that stay allocated with no pod (fault `gpu-not-released`).
+pub const LEAKED_GPUS: &str = "sim.wsgate.dev/leaked-gpus";
+
+pub struct Scheduler;
+
+fn all_pending() -> ObjKey {
+    ObjKey {
+        kind: kind("Pod"),
+        namespace: String::new(),
+        name: String::new(),
+    }
+}
+
+/// The GPUs a pod asks for (limits, else requests, over its containers).
+pub fn gpu_request(pod: &Value) -> i64 {
+    pod.pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .map(|cs| {
+            cs.iter()
+                .map(|c| {
+                    let r = c.get("resources");
+                    let q = r
+                        .and_then(|r| r.pointer("/limits/nvidia.com~1gpu"))
+                        .or_else(|| r.and_then(|r| r.pointer("/requests/nvidia.com~1gpu")));
+                    q.and_then(|q| {
+                        q.as_i64()
+                            .or_else(|| q.as_str().and_then(|s| s.parse().ok()))
+                    })
+                    .unwrap_or(0)
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+fn str_of<'a>(v: &'a Value, ptr: &str) -> Option<&'a str> {
+    v.pointer(ptr).and_then(Value::as_str)
+}
+
+/// GPUs in use on each node: every pod bound there that still exists, plus leaked ones.
+pub fn gpus_in_use(ctx: &Ctx) -> BTreeMap<String, i64> {
+    let mut used = BTreeMap::new();
+    for p in ctx.store.all(kind("Pod"), None) {
+        if let Some(node) = str_of(&p, "/spec/nodeName").filter(|n| !n.is_empty()) {
+            *used.entry(node.to_string()).or_insert(0) += gpu_request(&p);
+        }
+    }
+    for n in ctx.store.all(kind("Node"), None) {
+        let leaked = n
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(LEAKED_GPUS))
+            .and_then(Value::as_str)
+            .and_then(|s| s.parse::<i64>().ok())
+            .unwrap_or(0);
+        if leaked > 0 {
+            *used
+                .entry(str_of(&n, "/metadata/name").unwrap_or("").to_string())
+                .or_insert(0) += leaked;
+        }
+    }
+    used
+}
+
+pub fn allocatable_gpus(node: &Value) -> i64 {
+    node.pointer("/status/allocatable/nvidia.com~1gpu")
+        .and_then(|q| {
+            q.as_i64()
+                .or_else(|| q.as_str().and_then(|s| s.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+fn selector_matches(pod: &Value, node: &Value) -> bool {
+    let Some(sel) = pod.pointer("/spec/nodeSelector").and_then(Value::as_object) else {
+        return true;
+    };
+    let labels = node.pointer("/metadata/labels");
+    sel.iter()
+        .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
+}
+
+fn tolerates(pod: &Value, node: &Value) -> bool {
+    let tolerations = pod.pointer("/spec/tolerations").and_then(Value::as_array);
+    node.pointer("/spec/taints")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|t| matches!(str_of(t, "/effect"), Some("NoSchedule" | "NoExecute")))
+        .all(|taint| {
+            tolerations.into_iter().flatten().any(|tol| {
+                let key_ok = str_of(tol, "/key")
+                    .is_none_or(|k| k.is_empty() || Some(k) == str_of(taint, "/key"));
+                let op_exists = str_of(tol, "/operator") == Some("Exists");
+                let value_ok = op_exists
+                    || str_of(tol, "/value").unwrap_or("") == str_of(taint, "/value").unwrap_or("");
+                let effect_ok = str_of(tol, "/effect")
+                    .is_none_or(|e| e.is_empty() || Some(e) == str_of(taint, "/effect"));
+                key_ok && value_ok && effect_ok
+            })
+        })
+}
+
+impl Reconciler for Scheduler {
+    fn name(&self) -> &'static str {
+        "scheduler"
+    }
+
+    fn primary(&self) -> &'static [&'static str] {
+        &["Pod"]
+    }
+
+    fn keys_for(&self, ev: &Event) -> Vec<ObjKey> {
+        match ev.kind.kind {
+            "Pod" if str_of(&ev.object, "/spec/nodeName").is_none_or(str::is_empty) => {
+                vec![ObjKey::of(ev.kind, &ev.object)]
+            }
+            // Capacity changed (a pod left a node, or a node changed): retry every pending
+            // pod, which the empty key stands for.
+            "Node" => vec![all_pending()],
+            "Pod" if ev.etype == crate::sim::store::EventType::Deleted => vec![all_pending()],
+            _ => Vec::new(),
+        }
+    }
+
+    async fn reconcile(&self, ctx: &Ctx, key: &ObjKey) -> Next {
+        // The empty key means "every pending pod".
+        let keys: Vec<ObjKey> = if key.name.is_empty() {
+            ctx.store
+                .all(key.kind, None)
+                .iter()
+                .filter(|p| str_of(p, "/spec/nodeName").is_none_or(str::is_empty))
+                .map(|p| ObjKey::of(key.kind, p))
+                .collect()
+        } else {
+            vec![key.clone()]
+        };
+        for k in keys {
+            schedule_one(ctx, &k);
+        }
+        Next::Done
+    }
+}
+
+fn schedule_one(ctx: &Ctx, key: &ObjKey) {
+    let Some(pod) = ctx.store.find(key.kind, key.ns(), &key.name) else {
+        return;
+    };
+    if str_of(&pod, "/spec/nodeName").is_some_and(|n| !n.is_empty())
+        || pod.pointer("/metadata/deletionTimestamp").is_some()
+    {
+        return;
+    }
+    let want = gpu_request(&pod);
+    let used = gpus_in_use(ctx);
+    let nodes = ctx.store.all(kind("Node"), None);
+    let (mut no_selector, mut taint, mut no_gpu) = (0, 0, 0);
+    let mut chosen = None;
+    for node in &nodes {
+        let name = str_of(node, "/metadata/name").unwrap_or("");
+        if !selector_matches(&pod, node) {
+            no_selector += 1;
+        } else if !tolerates(&pod, node) {
+            taint += 1;
+        } else if want > 0 && allocatable_gpus(node) - used.get(name).copied().unwrap_or(0) < want {
+            no_gpu += 1;
+        } else {
+            chosen = Some(name.to_string());
+            break;
+        }
+    }
+    let now = now_rfc3339();
+    match chosen {
+        Some(node) => {
+            let bound = ctx
+                .store
+                .modify(key.kind, key.ns(), &key.name, false, false, |cur| {
+                    let mut c = cur.clone();
+                    c["spec"]["nodeName"] = json!(node);
+                    Ok(c)
+                });
+            if bound.is_err() {
+                return;
+            }
+            let _ = ctx
+                .store
+                .modify(key.kind, key.ns(), &key.name, true, false, |cur| {
+                    let mut c = cur.clone();
+                    set_condition(&mut c, "PodScheduled", "True", None, None, &now);
+                    if c.pointer("/status/phase").is_none() {
+                        c["status"]["phase"] = json!("Pending");
+                    }
+                    Ok(c)
+                });
+            ctx.truth.record(
+                Transition::PodScheduled,
+                key.ns(),
+                &key.name,
+                Some(&node),
+                None,
+            );
+            if want > 0 {
+                ctx.truth.record(
+                    Transition::GpuAllocated,
+                    key.ns(),
+                    &key.name,
+                    Some(&node),
+                    Some(format!("{want} GPU")),
+                );
+            }
+        }
+        None => {
+            let mut reasons = Vec::new();
+            if no_selector > 0 {
+                reasons.push(format!(
+                    "{no_selector} node(s) didn't match Pod's node affinity/selector"
+                ));
+            }
+            if taint > 0 {
+                reasons.push(format!(
+                    "{taint} node(s) had untolerated taint {{nvidia.com/gpu: present}}"
+                ));
+            }
+            if no_gpu > 0 {
+                reasons.push(format!("{no_gpu} Insufficient {GPU}"));
+            }
+            let total = nodes.len();
+            let message = format!(
+                "0/{total} nodes are available: {}. preemption: 0/{total} nodes are available: {total} Preemption is not helpful for scheduling.",
+                reasons.join(", ")
+            );
+            let already = pod
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .is_some_and(|cs| {
+                    cs.iter().any(|c| {
+                        str_of(c, "/type") == Some("PodScheduled")
+                            && str_of(c, "/message") == Some(message.as_str())
+                    })
+                });
+            if already {
+                return;
+            }
+            let _ = ctx
+                .store
+                .modify(key.kind, key.ns(), &key.name, true, false, |cur| {
+                    let mut c = cur.clone();
+                    set_condition(
+                        &mut c,
+                        "PodScheduled",
+                        "False",
+                        Some("Unschedulable"),
+                        Some(&message),
+                        &now,
+                    );
+                    c["status"]["phase"] = json!("Pending");
+                    Ok(c)
+                });
+            ctx.truth.record(
+                Transition::PodUnschedulable,
+                key.ns(),
+                &key.name,
+                None,
+                Some(message.clone()),
+            );
+            events::record(
+                ctx,
+                &pod,
+                "Warning",
+                "FailedScheduling",
+                &message,
+                "default-scheduler",
+            );
+        }
+    }
+}
+
+/// Sets (or replaces) a pod condition.
+pub fn set_condition(
+    pod: &mut Value,
+    type_: &str,
+    status: &str,
+    reason: Option<&str>,
+    message: Option<&str>,
+    now: &str,
+) {
+    if !pod
+        .pointer("/status/conditions")
+        .is_some_and(Value::is_array)
+    {
+        pod["status"]["conditions"] = json!([]);
+    }
+    let conds = pod["status"]["conditions"]
+        .as_array_mut()
+        .expect("conditions is an array");
+    let mut cond =
+        json!({"type": type_, "status": status, "lastProbeTime": null, "lastTransitionTime": now});
+    if let Some(r) = reason {
+        cond["reason"] = json!(r);
+    }
+    if let Some(m) = message {
+        cond["message"] = json!(m);
+    }
+    match conds.iter_mut().find(|c| str_of(c, "/type") == Some(type_)) {
+        Some(existing) => {
+            if str_of(existing, "/status") == Some(status) {
+                cond["lastTransitionTime"] = existing["lastTransitionTime"].clone();
+            }
+            *existing = cond;
+        }
+        None => conds.push(cond),
+    }
+}

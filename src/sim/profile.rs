@@ -1,0 +1,239 @@
+//! The simulated cluster's shape and timings, read from a simulator profile
+//! (`fixtures/sim/*.toml`): node pools with accelerators, timings, storage, runtime, faults.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::faults::Fault;
+
+/// The profile the simulator uses when none is named.
+pub const DEFAULT_PROFILE: &str = include_str!("../../fixtures/sim/default.toml");
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimProfile {
+    pub node_pools: Vec<NodePool>,
+    #[serde(default)]
+    pub timing: Timing,
+    #[serde(default)]
+    pub storage: Storage,
+    #[serde(default)]
+    pub runtime: Runtime,
+    #[serde(default)]
+    pub faults: Faults,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodePool {
+    pub name: String,
+    pub count: u32,
+    pub machine_type: String,
+    pub machine_series: String,
+    pub cpu: String,
+    pub memory: String,
+    /// `cloud.google.com/gke-accelerator`, e.g. `nvidia-tesla-t4`.
+    #[serde(default)]
+    pub accelerator: Option<String>,
+    #[serde(default)]
+    pub gpus_per_node: u32,
+    #[serde(default)]
+    pub driver_version: Option<String>,
+    /// Whether the pool runs GKE Sandbox (gVisor), which Pod Snapshots need.
+    #[serde(default)]
+    pub gvisor: bool,
+    #[serde(default)]
+    pub taints: Vec<Taint>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Taint {
+    pub key: String,
+    #[serde(default)]
+    pub value: String,
+    pub effect: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Timing {
+    pub pod_start_ms: u64,
+    pub termination_ms: u64,
+    pub checkpoint_mib_per_s: f64,
+    pub checkpoint_min_ms: u64,
+    pub restore_ms: u64,
+    pub addon_settle_ms: u64,
+    pub activity_scale: f64,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Self {
+            pod_start_ms: 100,
+            termination_ms: 50,
+            checkpoint_mib_per_s: 2048.0,
+            checkpoint_min_ms: 200,
+            restore_ms: 300,
+            addon_settle_ms: 100,
+            activity_scale: 0.01,
+        }
+    }
+}
+
+impl Timing {
+    /// How long a checkpoint of `resident_bytes` takes.
+    pub fn checkpoint_duration(&self, resident_bytes: u64) -> Duration {
+        let secs = resident_bytes as f64 / (self.checkpoint_mib_per_s.max(1.0) * 1024.0 * 1024.0);
+        Duration::from_millis(self.checkpoint_min_ms).max(Duration::from_secs_f64(secs))
+    }
+
+    /// Scales a platform interval (probe interval, idle threshold) to simulator time.
+    pub fn scaled(&self, seconds: f64) -> Duration {
+        Duration::from_secs_f64((seconds * self.activity_scale).max(0.01))
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Storage {
+    pub bucket: String,
+    pub path: String,
+}
+
+impl Default for Storage {
+    fn default() -> Self {
+        Self {
+            bucket: "wsgate-sim-snapshots".into(),
+            path: "kubeflow-notebooks".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RuntimeKind {
+    #[default]
+    Jupyter,
+    None,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Runtime {
+    #[serde(default)]
+    pub kind: RuntimeKind,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Faults {
+    #[serde(default)]
+    pub enabled: Vec<Fault>,
+    #[serde(default)]
+    pub api_error_rate: f64,
+}
+
+/// A profile that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    #[error("cannot read simulator profile {path}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("simulator profile {path} is invalid: {message}")]
+    Invalid { path: String, message: String },
+}
+
+impl SimProfile {
+    /// Parses a profile's text; `path` names it in errors.
+    pub fn parse(path: &str, text: &str) -> Result<Self, ProfileError> {
+        let p: SimProfile = toml::from_str(text).map_err(|e| ProfileError::Invalid {
+            path: path.to_string(),
+            message: e.to_string(),
+        })?;
+        if p.node_pools.is_empty() {
+            return Err(ProfileError::Invalid {
+                path: path.to_string(),
+                message: "at least one node pool is required".into(),
+            });
+        }
+        if !(0.0..=1.0).contains(&p.faults.api_error_rate) {
+            return Err(ProfileError::Invalid {
+                path: path.to_string(),
+                message: "faults.api_error_rate must be between 0 and 1".into(),
+            });
+        }
+        Ok(p)
+    }
+
+    /// Reads a profile file.
+    pub fn load(path: &Path) -> Result<Self, ProfileError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::parse(&path.display().to_string(), &text)
+    }
+
+    /// The embedded default profile.
+    pub fn default_profile() -> Self {
+        Self::parse("fixtures/sim/default.toml", DEFAULT_PROFILE)
+            .expect("the embedded default profile is valid")
+    }
+
+    /// Total GPUs in the cluster.
+    pub fn total_gpus(&self) -> u32 {
+        self.node_pools
+            .iter()
+            .map(|p| p.count * p.gpus_per_node)
+            .sum()
+    }
+
+    pub fn has_fault(&self, fault: Fault) -> bool {
+        self.faults.enabled.contains(&fault)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_profile_has_two_t4_nodes_and_a_cpu_node() {
+        let p = SimProfile::default_profile();
+        assert_eq!(p.total_gpus(), 2);
+        assert_eq!(p.node_pools.iter().map(|n| n.count).sum::<u32>(), 3);
+        assert_eq!(
+            p.node_pools[0].accelerator.as_deref(),
+            Some("nvidia-tesla-t4")
+        );
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_rates_are_errors() {
+        let bad = DEFAULT_PROFILE.replace("[timing]", "[timing]\nbogus = 1");
+        assert!(
+            SimProfile::parse("x", &bad)
+                .unwrap_err()
+                .to_string()
+                .contains("bogus")
+        );
+        let bad = DEFAULT_PROFILE.replace("api_error_rate = 0.0", "api_error_rate = 2.0");
+        assert!(SimProfile::parse("x", &bad).is_err());
+    }
+
+    #[test]
+    fn checkpoint_time_grows_with_memory() {
+        let t = Timing::default();
+        assert_eq!(t.checkpoint_duration(0), Duration::from_millis(200));
+        assert!(t.checkpoint_duration(8 << 30) > Duration::from_secs(3));
+    }
+}

@@ -1,0 +1,162 @@
+//! The objects a simulated GKE Workspaces cluster starts with: nodes from the profile's
+//! pools, the `jupyterlab-resumable` WorkspaceKind (snapshot-enabled), a plain `jupyterlab`
+//! kind without snapshots, and the PodSnapshotStorageConfig.
+
+use serde_json::{Value, json};
+
+use super::kinds;
+use super::profile::SimProfile;
+use super::store::Store;
+
+/// The annotation that enables pause/resume through Pod Snapshots (GKE Workspaces add-on).
+pub const SNAPSHOT_ENABLED: &str = "podsnapshot.gke.kubeflow.org/enabled";
+/// The storage config the add-on uses by default.
+pub const STORAGE_CONFIG: &str = "kubeflow-pod-snapshot-storage-config";
+/// Node annotation with the NVIDIA driver version (restore compatibility).
+pub const DRIVER_ANNOTATION: &str = "sim.wsgate.dev/nvidia-driver-version";
+
+fn kind(name: &str) -> &'static kinds::KindInfo {
+    kinds::KINDS
+        .iter()
+        .find(|k| k.kind == name)
+        .expect("served kind")
+}
+
+/// The Node objects for every pool of the profile.
+pub fn nodes(profile: &SimProfile) -> Vec<Value> {
+    let mut out = Vec::new();
+    for pool in &profile.node_pools {
+        for i in 0..pool.count {
+            let name = format!("gke-sim-{}-{i}", pool.name);
+            let mut labels = json!({
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "cloud.google.com/gke-nodepool": pool.name,
+                "cloud.google.com/machine-family": pool.machine_series,
+                "node.kubernetes.io/instance-type": pool.machine_type,
+            });
+            if let Some(acc) = &pool.accelerator {
+                labels["cloud.google.com/gke-accelerator"] = json!(acc);
+            }
+            if pool.gvisor {
+                labels["sandbox.gke.io/runtime"] = json!("gvisor");
+            }
+            for (k, v) in &pool.labels {
+                labels[k] = json!(v);
+            }
+            let mut annotations = json!({});
+            if let Some(d) = &pool.driver_version {
+                annotations[DRIVER_ANNOTATION] = json!(d);
+            }
+            let mut capacity = json!({"cpu": pool.cpu, "memory": pool.memory, "pods": "110"});
+            if pool.gpus_per_node > 0 {
+                capacity["nvidia.com/gpu"] = json!(pool.gpus_per_node.to_string());
+            }
+            out.push(json!({
+                "metadata": {"name": name, "labels": labels, "annotations": annotations},
+                "spec": {"taints": pool.taints, "providerID": format!("gce://wsgate-sim/us-central1-a/{name}")},
+                "status": {
+                    "capacity": capacity,
+                    "allocatable": capacity,
+                    "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"}],
+                    "nodeInfo": {"kubeletVersion": "v1.35.7-gke.1000", "containerRuntimeVersion": "containerd://2.0.4", "osImage": "Container-Optimized OS from Google", "architecture": "amd64", "operatingSystem": "linux"},
+                    "addresses": [{"type": "InternalIP", "address": "10.128.0.2"}, {"type": "Hostname", "address": name}],
+                },
+            }));
+        }
+    }
+    out
+}
+
+fn pod_configs() -> Value {
+    json!({
+        "spawner": {"default": "gpu_t4"},
+        "values": [
+            {"id": "tiny_cpu", "spawner": {"displayName": "Tiny CPU", "description": "100m CPU, 128Mi"},
+             "spec": {"resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}},
+            {"id": "gpu_t4", "spawner": {"displayName": "1x NVIDIA T4", "description": "4 CPU, 16Gi, one T4",
+              "labels": [{"key": "gpu", "value": "nvidia-tesla-t4"}]},
+             "spec": {
+                "nodeSelector": {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"},
+                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                "resources": {"requests": {"cpu": "4", "memory": "16Gi"}, "limits": {"nvidia.com/gpu": 1}}}}
+        ]
+    })
+}
+
+fn workspace_kind(name: &str, snapshots: bool) -> Value {
+    let mut annotations = json!({});
+    if snapshots {
+        annotations[SNAPSHOT_ENABLED] = json!("true");
+    }
+    json!({
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {
+            "spawner": {
+                "displayName": if snapshots { "JupyterLab (resumable)" } else { "JupyterLab" },
+                "description": "JupyterLab with PyTorch and CUDA",
+                "icon": {"url": "https://jupyter.org/assets/favicons/apple-touch-icon-152x152.png"},
+                "logo": {"url": "https://jupyter.org/assets/logos/rectanglelogo-greytext-orangebody-greymoons.svg"}
+            },
+            "podTemplate": {
+                "volumeMounts": {"home": "/home/jovyan"},
+                "ports": [{"id": "jupyterlab", "protocol": "HTTP", "defaultDisplayName": "JupyterLab", "httpProxy": {"removePathPrefix": false}}],
+                "extraEnv": [{"name": "NB_PREFIX", "value": "{{ httpPathPrefix \"jupyterlab\" }}"}],
+                "activityProbe": {"jupyter": {"lastActivity": true, "portId": "jupyterlab"}, "minProbeIntervalSeconds": 100, "probeIntervalSeconds": 300},
+                "options": {
+                    "imageConfig": {
+                        "spawner": {"default": "jupyter-pytorch-cuda-full:v1.10.0"},
+                        "values": [{"id": "jupyter-pytorch-cuda-full:v1.10.0", "spawner": {"displayName": "PyTorch CUDA v1.10.0"},
+                                    "spec": {"image": "ghcr.io/kubeflow/notebooks/jupyter-pytorch-cuda-full:v1.10.0", "ports": [{"id": "jupyterlab", "port": 8888}]}}]
+                    },
+                    "podConfig": pod_configs()
+                }
+            },
+            "activityRules": [{"config": {"secondsSinceActive": 14400, "minRunningSeconds": 0}, "effect": {"pauseWorkspace": true}}]
+        }
+    })
+}
+
+/// Creates the nodes, WorkspaceKinds and storage config in a fresh store.
+pub fn seed(store: &Store, profile: &SimProfile) {
+    let put = |k: &str, ns: Option<&str>, obj: Value| {
+        let kind = kind(k);
+        let status = obj.get("status").cloned();
+        let name = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        store
+            .create(kind, ns, obj, false)
+            .expect("seeding a fresh store cannot conflict");
+        if let Some(status) = status {
+            store
+                .modify(kind, ns, &name, true, false, |cur| {
+                    let mut c = cur.clone();
+                    c["status"] = status;
+                    Ok(c)
+                })
+                .expect("seeded object exists");
+        }
+    };
+    for n in nodes(profile) {
+        put("Node", None, n);
+    }
+    put(
+        "WorkspaceKind",
+        None,
+        workspace_kind("jupyterlab-resumable", true),
+    );
+    put("WorkspaceKind", None, workspace_kind("jupyterlab", false));
+    put(
+        "PodSnapshotStorageConfig",
+        None,
+        json!({
+            "metadata": {"name": STORAGE_CONFIG},
+            "spec": {"snapshotStorageConfig": {"gcs": {"bucket": profile.storage.bucket, "path": profile.storage.path}}},
+            "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Ready", "message": "storage access validated", "lastTransitionTime": super::store::meta::now_rfc3339()}], "observedGeneration": 1},
+        }),
+    );
+}

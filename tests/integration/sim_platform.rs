@@ -1,0 +1,205 @@
+//! The simulated cluster through kube-rs: nodes from the profile, the scheduler and kubelet
+//! (GPU requests, taints, Unschedulable, graceful deletion, a GPU free only once its pod is
+//! gone), the StatefulSet controller, and the seeded objects.
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use serde_json::json;
+use wsgate::platform::crd::{PodSnapshotStorageConfig, WorkspaceKind};
+use wsgate::sim::{SimHandle, SimOptions};
+
+const NS: &str = "wsgate-test";
+/// Every wait in these tests gets this budget; the simulator's delays are milliseconds.
+const BUDGET: Duration = Duration::from_secs(20);
+
+pub async fn start_platform() -> SimHandle {
+    wsgate::install_crypto_provider();
+    let mut opts = SimOptions::with_platform();
+    if let Some(p) = opts.platform.as_mut() {
+        p.profile.runtime.kind = wsgate::sim::profile::RuntimeKind::None;
+    }
+    SimHandle::start(opts)
+        .await
+        .expect("simulator with platform starts")
+}
+
+fn gpu_pod(name: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"},
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [{"name": "main", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": 1}}}]
+        }
+    }))
+    .unwrap()
+}
+
+async fn wait_for<K, C>(api: &Api<K>, name: &str, what: &str, cond: C) -> K
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+    C: kube::runtime::wait::Condition<K>,
+{
+    tokio::time::timeout(BUDGET, await_condition(api.clone(), name, cond))
+        .await
+        .unwrap_or_else(|_| panic!("{what}: not within the {BUDGET:?} test budget"))
+        .expect("watch works")
+        .unwrap_or_else(|| panic!("{what}: object gone"))
+}
+
+fn scheduled_false(p: Option<&Pod>) -> bool {
+    p.and_then(|p| p.status.as_ref())
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.type_ == "PodScheduled" && c.status == "False")
+        })
+}
+
+#[tokio::test]
+async fn seeded_cluster_matches_the_default_profile() {
+    let sim = start_platform().await;
+    let client = sim.client().await.unwrap();
+    let nodes: Api<Node> = Api::all(client.clone());
+    let nodes = nodes
+        .list(&ListParams::default().labels("cloud.google.com/gke-accelerator=nvidia-tesla-t4"))
+        .await
+        .unwrap();
+    assert_eq!(nodes.items.len(), 2);
+    for n in &nodes.items {
+        let gpus = &n.status.as_ref().unwrap().allocatable.as_ref().unwrap()["nvidia.com/gpu"];
+        assert_eq!(gpus.0, "1");
+        assert_eq!(
+            n.labels().get("sandbox.gke.io/runtime").map(String::as_str),
+            Some("gvisor")
+        );
+    }
+    let kinds: Api<WorkspaceKind> = Api::all(client.clone());
+    let k = kinds.get("jupyterlab-resumable").await.unwrap();
+    assert_eq!(
+        k.annotations()
+            .get("podsnapshot.gke.kubeflow.org/enabled")
+            .map(String::as_str),
+        Some("true")
+    );
+    let storage: Api<PodSnapshotStorageConfig> = Api::all(client);
+    assert!(
+        storage
+            .get("kubeflow-pod-snapshot-storage-config")
+            .await
+            .is_ok()
+    );
+}
+
+#[tokio::test]
+async fn gpu_pods_schedule_until_the_pool_is_full_and_a_gpu_frees_only_when_its_pod_is_gone() {
+    let sim = start_platform().await;
+    let pods: Api<Pod> = Api::namespaced(sim.client().await.unwrap(), NS);
+    for name in ["g1", "g2", "g3"] {
+        pods.create(&PostParams::default(), &gpu_pod(name))
+            .await
+            .unwrap();
+    }
+    let g1 = wait_for(&pods, "g1", "g1 running", conditions::is_pod_running()).await;
+    wait_for(&pods, "g2", "g2 running", conditions::is_pod_running()).await;
+    let g3 = wait_for(&pods, "g3", "g3 unschedulable", scheduled_false).await;
+    let cond = g3
+        .status
+        .unwrap()
+        .conditions
+        .unwrap()
+        .into_iter()
+        .find(|c| c.type_ == "PodScheduled")
+        .unwrap();
+    assert_eq!(cond.reason.as_deref(), Some("Unschedulable"));
+    assert!(
+        cond.message
+            .unwrap()
+            .contains("Insufficient nvidia.com/gpu")
+    );
+    assert!(
+        g1.status
+            .unwrap()
+            .pod_ip
+            .is_some_and(|ip| ip.starts_with("127."))
+    );
+
+    // Graceful deletion: the pod is marked first, and g3 only schedules once g1 is gone.
+    pods.delete("g1", &DeleteParams::default()).await.unwrap();
+    wait_for(
+        &pods,
+        "g3",
+        "g3 running after g1 left",
+        conditions::is_pod_running(),
+    )
+    .await;
+    let truth = sim.truth().events();
+    let pos = |t: wsgate::sim::truth::Transition, name: &str| {
+        truth
+            .iter()
+            .position(|e| e.transition == t && e.name == name)
+    };
+    use wsgate::sim::truth::Transition::*;
+    let released = pos(GpuReleased, "g1").expect("g1's GPU released");
+    let allocated = truth
+        .iter()
+        .rposition(|e| e.transition == GpuAllocated && e.name == "g3")
+        .unwrap();
+    assert!(
+        released < allocated,
+        "g3 got a GPU only after g1 released it"
+    );
+    assert!(pods.get_opt("g1").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn statefulset_runs_its_pod_and_scales_to_zero() {
+    let sim = start_platform().await;
+    let client = sim.client().await.unwrap();
+    let sts: Api<StatefulSet> = Api::namespaced(client.clone(), NS);
+    let s: StatefulSet = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "main", "image": "busybox"}]}}}
+    }))
+    .unwrap();
+    sts.create(&PostParams::default(), &s).await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let p = wait_for(
+        &pods,
+        "web-0",
+        "web-0 running",
+        conditions::is_pod_running(),
+    )
+    .await;
+    assert_eq!(p.labels().get("app").map(String::as_str), Some("web"));
+    wait_for(&sts, "web", "readyReplicas 1", |s: Option<&StatefulSet>| {
+        s.and_then(|s| s.status.as_ref())
+            .and_then(|st| st.ready_replicas)
+            == Some(1)
+    })
+    .await;
+    sts.patch(
+        "web",
+        &Default::default(),
+        &kube::api::Patch::Merge(json!({"spec": {"replicas": 0}})),
+    )
+    .await
+    .unwrap();
+    tokio::time::timeout(
+        BUDGET,
+        await_condition(
+            pods.clone(),
+            "web-0",
+            conditions::is_deleted(&p.uid().unwrap()),
+        ),
+    )
+    .await
+    .expect("web-0 deleted within budget")
+    .unwrap();
+}
