@@ -43,8 +43,11 @@ pub struct MarkerPlan {
     pub prompt: String,
     /// The disk scan skips files larger than this.
     pub scan_max_file_bytes: u64,
-    /// The disk scan stops after this many files.
+    /// The disk scan stops after visiting this many files.
     pub scan_max_files: u64,
+    /// The disk scan reads only files modified after this time (UTC epoch seconds): ten
+    /// minutes before the plan was made, a margin for clock skew between harness and kernel.
+    pub scan_modified_since_epoch_s: f64,
 }
 
 impl MarkerPlan {
@@ -58,7 +61,8 @@ impl MarkerPlan {
             model_source: "Qwen/Qwen2.5-3B-Instruct".to_owned(),
             prompt: "In one sentence: why does pausing an idle GPU notebook save money?".to_owned(),
             scan_max_file_bytes: 64 << 20,
-            scan_max_files: 200_000,
+            scan_max_files: 1_000_000,
+            scan_modified_since_epoch_s: (Utc::now().timestamp() - 600) as f64,
         }
     }
 
@@ -86,6 +90,10 @@ impl MarkerPlan {
             ("needles_hex", json!(needles)),
             ("max_file_bytes", json!(self.scan_max_file_bytes)),
             ("max_files", json!(self.scan_max_files)),
+            (
+                "modified_since_epoch_s",
+                json!(self.scan_modified_since_epoch_s),
+            ),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))

@@ -109,6 +109,7 @@ pub const KINDS: &[KindInfo] = &[
         false,
     ),
     core("ConfigMap", "configmaps", "configmap", &["cm"], true, false),
+    core("Secret", "secrets", "secret", &[], true, false),
     KindInfo {
         group: "apps",
         version: "v1",

@@ -199,6 +199,7 @@ impl SimHandle {
                     }
                 };
                 super::seed::seed(&store, &platform.profile);
+                store.add_admission(Box::new(controllers::quota::admit));
                 let ctx = Ctx {
                     store: store.clone(),
                     profile: Arc::new(platform.profile.clone()),

@@ -25,7 +25,6 @@ use super::outcome::{Contradiction, FilesState, ProcessState, Verdict, VerdictKi
 pub fn decide(before: &Evidence, after: &Evidence, platform: &PlatformEvidence) -> Verdict {
     let mut lines = Vec::new();
     let mut contradictions = Vec::new();
-
     let stored = match before.kernel.as_ref().map(|k| &k.marker) {
         Some(MarkerObservation::Present { digest }) => digest.clone(),
         Some(MarkerObservation::Absent) => {
@@ -34,8 +33,9 @@ pub fn decide(before: &Evidence, after: &Evidence, platform: &PlatformEvidence) 
         None => return inconclusive_early("no kernel evidence was collected before the pause"),
     };
 
-    judge_disk_scans(before, after, &mut lines, &mut contradictions);
-    let files = judge_files(before, after, platform, &mut lines, &mut contradictions);
+    // Lines in order of weight: the process (the nonce first), the files, the disk scans.
+    let mut file_lines = Vec::new();
+    let mut disk_lines = Vec::new();
     let process = judge_process(
         &stored,
         before,
@@ -44,6 +44,10 @@ pub fn decide(before: &Evidence, after: &Evidence, platform: &PlatformEvidence) 
         &mut lines,
         &mut contradictions,
     );
+    let files = judge_files(before, after, platform, &mut file_lines, &mut contradictions);
+    judge_disk_scans(before, after, &mut disk_lines, &mut contradictions);
+    lines.append(&mut file_lines);
+    lines.append(&mut disk_lines);
 
     let invalidating = contradictions.iter().find(|c| c.invalidates());
     let (kind, reason) = if files == FilesState::Lost {
@@ -128,10 +132,12 @@ fn judge_disk_scans(
                 String::new()
             };
             lines.push(format!(
-                "disk {when}: nonce not found in {} files ({} bytes) under {}{partial}",
+                "disk {when}: nonce not found in {} files ({} bytes) modified since the marker \
+                 under {}; {} older files not read{partial}",
                 scan.files_scanned,
                 scan.bytes_scanned,
-                scan.roots.join(", ")
+                scan.roots.join(", "),
+                scan.skipped_older
             ));
         }
     }

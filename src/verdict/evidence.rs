@@ -147,6 +147,9 @@ pub struct DiskScan {
     pub skipped_large: u64,
     /// Files that could not be read.
     pub skipped_unreadable: u64,
+    /// Files last modified before the nonce existed (they cannot hold it), not read.
+    #[serde(default)]
+    pub skipped_older: u64,
     /// The file-count limit was reached before the walk ended.
     pub truncated: bool,
     /// Files that contain the nonce (in any encoding searched for).

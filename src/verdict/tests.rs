@@ -82,6 +82,7 @@ fn clean_scan() -> DiskScan {
         bytes_scanned: 4096,
         skipped_large: 0,
         skipped_unreadable: 0,
+        skipped_older: 30,
         truncated: false,
         hits: Vec::new(),
     }

@@ -203,3 +203,77 @@ async fn statefulset_runs_its_pod_and_scales_to_zero() {
     .expect("web-0 deleted within budget")
     .unwrap();
 }
+
+#[tokio::test]
+async fn resource_quota_refuses_gpu_pods_and_reports_usage() {
+    use k8s_openapi::api::core::v1::{Event, ResourceQuota};
+    let sim = start_platform().await;
+    let client = sim.client().await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    pods.create(&PostParams::default(), &gpu_pod("before"))
+        .await
+        .unwrap();
+    let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), NS);
+    let q: ResourceQuota = serde_json::from_value(json!({
+        "metadata": {"name": "squeeze"}, "spec": {"hard": {"requests.nvidia.com/gpu": "1"}}
+    }))
+    .unwrap();
+    quotas.create(&PostParams::default(), &q).await.unwrap();
+    let err = pods
+        .create(&PostParams::default(), &gpu_pod("after"))
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = err else {
+        panic!("{err:?}")
+    };
+    assert_eq!((status.code, status.reason.as_str()), (403, "Forbidden"));
+    assert!(
+        status.message.contains("exceeded quota: squeeze"),
+        "{}",
+        status.message
+    );
+    wait_for(
+        &quotas,
+        "squeeze",
+        "quota usage reported",
+        |q: Option<&ResourceQuota>| {
+            q.and_then(|q| q.status.as_ref())
+                .and_then(|s| s.used.as_ref())
+                .and_then(|u| u.get("requests.nvidia.com/gpu"))
+                .is_some_and(|v| v.0 == "1")
+        },
+    )
+    .await;
+
+    // A StatefulSet that cannot create its pod says so in a Warning event.
+    let sts: Api<StatefulSet> = Api::namespaced(client.clone(), NS);
+    let s: StatefulSet = serde_json::from_value(json!({
+        "metadata": {"name": "gpu"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "gpu"}},
+                 "template": {"metadata": {"labels": {"app": "gpu"}}, "spec": gpu_pod("x").spec}}
+    }))
+    .unwrap();
+    sts.create(&PostParams::default(), &s).await.unwrap();
+    let events: Api<Event> = Api::namespaced(client, NS);
+    let deadline = tokio::time::Instant::now() + BUDGET;
+    loop {
+        let evs = events
+            .list(&ListParams::default().fields("involvedObject.name=gpu,reason=FailedCreate"))
+            .await
+            .unwrap();
+        if let Some(e) = evs.items.first() {
+            assert!(
+                e.message
+                    .as_deref()
+                    .unwrap_or("")
+                    .contains("exceeded quota")
+            );
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no FailedCreate event within {BUDGET:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

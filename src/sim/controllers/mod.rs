@@ -5,6 +5,7 @@
 pub mod agent;
 pub mod events;
 pub mod kubelet;
+pub mod quota;
 pub mod scheduler;
 pub mod statefulset;
 
@@ -164,5 +165,6 @@ pub fn start_all(ctx: &Ctx) -> Vec<tokio::task::JoinHandle<()>> {
         spawn(ctx.clone(), statefulset::StatefulSetController),
         spawn(ctx.clone(), scheduler::Scheduler),
         spawn(ctx.clone(), kubelet::Kubelet::default()),
+        spawn(ctx.clone(), quota::QuotaController),
     ]
 }
