@@ -44,6 +44,21 @@ impl Feed {
         Bytes::from(line)
     }
 
+    /// A change event's line; plain watches reuse the event's shared serialisation.
+    fn event_line(&self, etype: &str, ev: &crate::sim::store::Event) -> Bytes {
+        if self.render.table {
+            return self.line(etype, &ev.object);
+        }
+        let obj = ev.encoded_object();
+        let mut line = Vec::with_capacity(obj.len() + 32);
+        line.extend_from_slice(b"{\"type\":\"");
+        line.extend_from_slice(etype.as_bytes());
+        line.extend_from_slice(b"\",\"object\":");
+        line.extend_from_slice(obj);
+        line.extend_from_slice(b"}\n");
+        Bytes::from(line)
+    }
+
     /// Sends one line; `false` when the client went away.
     async fn send(&self, bytes: Bytes) -> bool {
         self.tx.send(Ok(bytes)).await.is_ok()
@@ -162,8 +177,7 @@ async fn run(
                     }
                     last_rv = ev.rv;
                     if let Some(t) = filter_event(&ev, feed.kind, ns.as_deref(), &feed.query.label_selector, &feed.query.field_selector) {
-                        let object: &Value = &ev.object;
-                        if !feed.send(feed.line(t.as_str(), object)).await {
+                        if !feed.send(feed.event_line(t.as_str(), &ev)).await {
                             return;
                         }
                     }

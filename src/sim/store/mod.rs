@@ -372,6 +372,7 @@ impl Store {
             etype,
             object: obj.clone(),
             previous,
+            encoded: Default::default(),
         });
         inner.history.push(event.clone());
         // No receivers is fine: nobody is watching.

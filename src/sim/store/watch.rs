@@ -38,6 +38,17 @@ pub struct Event {
     /// The object before this change (for MODIFIED), so selector watches can turn a change
     /// that leaves or enters the selection into DELETED or ADDED.
     pub previous: Option<Arc<Value>>,
+    /// The object serialised once, shared by every watcher that sends it.
+    pub encoded: std::sync::OnceLock<bytes::Bytes>,
+}
+
+impl Event {
+    /// The object as JSON bytes, serialised on first use.
+    pub fn encoded_object(&self) -> &bytes::Bytes {
+        self.encoded.get_or_init(|| {
+            bytes::Bytes::from(serde_json::to_vec(&*self.object).unwrap_or_default())
+        })
+    }
 }
 
 /// What a watch with selectors should see of one event, if anything.
@@ -131,6 +142,7 @@ mod tests {
             etype: EventType::Added,
             object: Arc::new(json!({"metadata": {"name": "p"}})),
             previous: None,
+            encoded: Default::default(),
         })
     }
 
@@ -163,6 +175,7 @@ mod tests {
             etype: EventType::Modified,
             object: Arc::new(now),
             previous: Some(Arc::new(prev)),
+            encoded: Default::default(),
         };
         let with = json!({"metadata": {"labels": {"app": "x"}}});
         let without = json!({"metadata": {"labels": {"app": "y"}}});
