@@ -2,4 +2,7 @@
 //! workspace lifecycle, pods, events, snapshots, GPU capacity and the cleanup ledger.
 
 pub mod crd;
+pub mod ledger;
 pub mod target;
+pub mod wait;
+pub mod workspace;

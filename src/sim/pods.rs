@@ -1,30 +1,47 @@
-//! The processes behind simulated pods: with the `jupyter` runtime every running workspace
-//! pod is a real `jupyter server` over the workspace's home directory; with `none` a pod is
-//! Ready with no process. A checkpoint freezes the process tree and keeps it as the
-//! snapshot's memory image; a restore thaws that image into the new pod; a cold start
-//! starts a fresh server on the same home directory.
+//! The processes behind simulated pods. With the `jupyter` runtime every running workspace
+//! pod is a real `jupyter server` over the workspace's home directory, listening on the
+//! pod's own loopback IP; with `none` a pod is Ready with no process. A checkpoint freezes
+//! the whole process tree and keeps it as the snapshot's memory image; a restore thaws that
+//! image into the new pod; a cold start starts a fresh server on the same home directory.
+//! Dropping the registry kills every process it holds, frozen ones included.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::Mutex;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-/// What a started pod reports in its status.
+use super::profile::RuntimeKind;
+use super::runtime::freeze::{self, Pid};
+use super::runtime::jupyter::{JupyterOptions, JupyterProcess};
+use super::runtime::venv::{self, VenvPaths};
+
+/// What a started pod reports.
 #[derive(Debug, Clone, Default)]
 pub struct Started {
     /// `status.podIP`.
     pub pod_ip: String,
-    /// The Jupyter base URL path, when the pod serves Jupyter.
-    pub base_url: Option<String>,
-    /// `http://<pod ip>:<port><base>` where the harness reaches the server.
+    /// Where the harness reaches the server (`http://<ip>:8888<prefix>`), if any.
     pub url: Option<String>,
-    /// The process id of the server (ground truth for tests).
+    /// The server's process id (ground truth for tests).
     pub pid: Option<u32>,
 }
 
-/// A frozen process kept as a snapshot's memory image.
+/// A snapshot's memory image.
 #[derive(Debug, Clone, Copy)]
 pub struct Image {
     pub resident_bytes: u64,
+}
+
+/// How to start a Jupyter pod.
+#[derive(Debug, Clone)]
+pub struct JupyterSpec {
+    /// The home directory (the PVC) the server serves and kernels start in.
+    pub home: PathBuf,
+    /// The path prefix, e.g. `/workspace/connect/<ns>/<ws>/jupyterlab/`.
+    pub base_url: String,
+    /// The token from the pod's `JUPYTER_TOKEN` (None: a random one nobody knows).
+    pub token: Option<String>,
+    pub port: u16,
 }
 
 /// Why a pod's process could not be started, checkpointed or restored.
@@ -32,63 +49,218 @@ pub struct Image {
 pub enum PodProcessError {
     #[error("no running process for pod {0}")]
     NoProcess(String),
-    #[error("no memory image for snapshot {0}")]
+    #[error("no memory image for snapshot {0} (never taken, already restored, or deleted)")]
     NoImage(String),
-    #[error("{0}")]
+    #[error("the Jupyter runtime is unavailable: {0}")]
     Runtime(String),
+}
+
+/// A start in progress or finished.
+#[derive(Debug, Clone)]
+pub enum StartState {
+    Starting,
+    Ready(Started),
+    Failed(String),
+}
+
+struct Running {
+    started: Started,
+    process: Option<JupyterProcess>,
+}
+
+struct Frozen {
+    image: Image,
+    started: Started,
+    process: Option<JupyterProcess>,
 }
 
 #[derive(Default)]
 struct Inner {
-    /// Pod uid -> the running process's start info.
-    running: HashMap<String, Started>,
-    /// Snapshot uid -> image.
-    images: HashMap<String, Image>,
+    running: HashMap<String, Running>,
+    starting: HashMap<String, StartState>,
+    images: HashMap<String, Frozen>,
 }
 
 /// The registry of pod processes and snapshot images.
 pub struct PodProcesses {
     /// Where home directories (the PVCs) live: `<root>/<namespace>/<pvc>`.
     pub volumes_root: PathBuf,
-    inner: Mutex<Inner>,
+    runtime: RuntimeKind,
+    project_root: PathBuf,
+    venv: tokio::sync::OnceCell<Result<VenvPaths, String>>,
+    inner: Arc<Mutex<Inner>>,
     next_ip: Mutex<u32>,
 }
 
+/// The resident memory of a process and its descendants, from /proc.
+pub fn tree_resident_bytes(root: Pid) -> u64 {
+    let mut pids = vec![root];
+    pids.extend(freeze::descendants(root).unwrap_or_default());
+    pids.iter()
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
+        .filter_map(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .map(|kb| kb * 1024)
+        .sum()
+}
+
+/// The nominal resident memory of a pod with no process (`none` runtime).
+pub const NOMINAL_RESIDENT_BYTES: u64 = 512 << 20;
+
 impl PodProcesses {
-    pub fn new(volumes_root: PathBuf) -> Self {
+    pub fn new(volumes_root: PathBuf, runtime: RuntimeKind, project_root: PathBuf) -> Self {
         Self {
             volumes_root,
-            inner: Mutex::new(Inner::default()),
+            runtime,
+            project_root,
+            venv: tokio::sync::OnceCell::new(),
+            inner: Arc::new(Mutex::new(Inner::default())),
             next_ip: Mutex::new(2),
         }
+    }
+
+    pub fn runtime(&self) -> RuntimeKind {
+        self.runtime
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A fresh loopback address for a pod (127.0.x.y), so every pod has its own IP as on a
-    /// real cluster and can serve on its container port.
+    /// A fresh loopback address for a pod (127.0.x.y).
     pub fn allocate_ip(&self) -> String {
         let mut n = self.next_ip.lock().unwrap_or_else(|e| e.into_inner());
         let ip = *n;
-        *n = if ip >= 0xFFFE { 2 } else { ip + 1 };
-        format!("127.0.{}.{}", ip >> 8, ip & 0xFF)
+        *n = if ip >= 0xFEFE { 2 } else { ip + 1 };
+        format!(
+            "127.{}.{}.{}",
+            1 + (ip >> 16),
+            (ip >> 8) & 0xFF,
+            (ip & 0xFF).max(1)
+        )
     }
 
-    /// Starts a pod with no process (the `none` runtime).
+    /// The home directory of a PVC.
+    pub fn volume_dir(&self, namespace: &str, pvc: &str) -> PathBuf {
+        self.volumes_root.join(namespace).join(pvc)
+    }
+
+    /// Starts a pod with no process.
     pub fn start_none(&self, pod_uid: &str) -> Started {
         let started = Started {
             pod_ip: self.allocate_ip(),
             ..Default::default()
         };
-        self.lock()
-            .running
-            .insert(pod_uid.to_string(), started.clone());
+        self.lock().running.insert(
+            pod_uid.to_string(),
+            Running {
+                started: started.clone(),
+                process: None,
+            },
+        );
         started
     }
 
-    /// Checkpoints a pod: its process becomes the image of `snapshot_uid`.
+    async fn venv(&self) -> Result<VenvPaths, String> {
+        let root = self.project_root.clone();
+        self.venv
+            .get_or_init(|| async move {
+                tokio::task::spawn_blocking(move || {
+                    venv::ensure_venv(&root).map_err(|e| format!("{e}"))
+                })
+                .await
+                .unwrap_or_else(|e| Err(format!("venv setup panicked: {e}")))
+            })
+            .await
+            .clone()
+    }
+
+    /// Begins a cold start of a Jupyter pod in the background; poll with [`Self::poll_start`].
+    pub fn begin_jupyter(self: &Arc<Self>, pod_uid: &str, spec: JupyterSpec) {
+        if self.runtime == RuntimeKind::None {
+            let started = self.start_none(pod_uid);
+            self.lock()
+                .starting
+                .insert(pod_uid.to_string(), StartState::Ready(started));
+            return;
+        }
+        {
+            let mut inner = self.lock();
+            if inner.starting.contains_key(pod_uid) || inner.running.contains_key(pod_uid) {
+                return;
+            }
+            inner
+                .starting
+                .insert(pod_uid.to_string(), StartState::Starting);
+        }
+        let this = self.clone();
+        let uid = pod_uid.to_string();
+        tokio::spawn(async move {
+            let state = match this.start_jupyter(&uid, spec).await {
+                Ok(s) => StartState::Ready(s),
+                Err(e) => StartState::Failed(e),
+            };
+            this.lock().starting.insert(uid, state);
+        });
+    }
+
+    async fn start_jupyter(&self, pod_uid: &str, spec: JupyterSpec) -> Result<Started, String> {
+        let venv = self.venv().await?;
+        std::fs::create_dir_all(&spec.home)
+            .map_err(|e| format!("cannot create {}: {e}", spec.home.display()))?;
+        let ip = self.allocate_ip();
+        let options = JupyterOptions {
+            ip: Some(ip.clone()),
+            port: Some(spec.port),
+            token: spec.token.clone(),
+            base_url: spec.base_url.clone(),
+            home: Some(spec.home.clone()),
+            ..JupyterOptions::new(&spec.home)
+        };
+        let mut process = JupyterProcess::spawn(&venv, options).map_err(|e| e.to_string())?;
+        match tokio::time::timeout(Duration::from_secs(120), process.wait_ready()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(e.to_string()),
+            Err(_) => return Err("jupyter server did not answer within 120 s".into()),
+        }
+        let started = Started {
+            pod_ip: ip,
+            url: Some(process.url().to_string()),
+            pid: Some(process.pid() as u32),
+        };
+        self.lock().running.insert(
+            pod_uid.to_string(),
+            Running {
+                started: started.clone(),
+                process: Some(process),
+            },
+        );
+        Ok(started)
+    }
+
+    /// The state of a start begun with [`Self::begin_jupyter`].
+    pub fn poll_start(&self, pod_uid: &str) -> Option<StartState> {
+        let mut inner = self.lock();
+        match inner.starting.get(pod_uid) {
+            Some(StartState::Starting) => Some(StartState::Starting),
+            Some(_) => inner.starting.remove(pod_uid),
+            None => None,
+        }
+    }
+
+    /// The resident memory a checkpoint of this pod would write.
+    pub fn resident_bytes(&self, pod_uid: &str) -> u64 {
+        let inner = self.lock();
+        match inner.running.get(pod_uid).and_then(|r| r.process.as_ref()) {
+            Some(p) => tree_resident_bytes(p.pid()),
+            None => NOMINAL_RESIDENT_BYTES,
+        }
+    }
+
+    /// Checkpoints a pod: its process tree is frozen and becomes the image of `snapshot_uid`.
     pub fn checkpoint(
         &self,
         pod_uid: &str,
@@ -96,47 +268,108 @@ impl PodProcesses {
         resident_bytes: u64,
     ) -> Result<Image, PodProcessError> {
         let mut inner = self.lock();
-        inner
+        let running = inner
             .running
             .remove(pod_uid)
             .ok_or_else(|| PodProcessError::NoProcess(pod_uid.to_string()))?;
+        if let Some(p) = &running.process
+            && let Err(e) = p.freeze()
+        {
+            return Err(PodProcessError::Runtime(e.to_string()));
+        }
         let image = Image { resident_bytes };
-        inner.images.insert(snapshot_uid.to_string(), image);
+        inner.images.insert(
+            snapshot_uid.to_string(),
+            Frozen {
+                image,
+                started: running.started,
+                process: running.process,
+            },
+        );
         Ok(image)
     }
 
-    /// Restores the image of `snapshot_uid` into a new pod.
+    /// Restores the image of `snapshot_uid` into a new pod: the frozen process is thawed and
+    /// belongs to the new pod. An image restores once.
     pub fn restore(&self, snapshot_uid: &str, pod_uid: &str) -> Result<Started, PodProcessError> {
         let mut inner = self.lock();
-        inner
+        let frozen = inner
             .images
-            .get(snapshot_uid)
+            .get_mut(snapshot_uid)
+            .filter(|f| f.process.is_some() || self.runtime == RuntimeKind::None)
             .ok_or_else(|| PodProcessError::NoImage(snapshot_uid.to_string()))?;
-        let started = Started {
-            pod_ip: self.allocate_ip(),
-            ..Default::default()
-        };
-        inner.running.insert(pod_uid.to_string(), started.clone());
+        let process = frozen.process.take();
+        let mut started = frozen.started.clone();
+        if let Some(p) = &process {
+            p.thaw()
+                .map_err(|e| PodProcessError::Runtime(e.to_string()))?;
+            started.pid = Some(p.pid() as u32);
+        } else {
+            started.pod_ip = self.allocate_ip();
+        }
+        inner.running.insert(
+            pod_uid.to_string(),
+            Running {
+                started: started.clone(),
+                process,
+            },
+        );
         Ok(started)
     }
 
-    /// Whether a snapshot still has its memory image.
+    /// Whether a snapshot still has a memory image that can be restored.
     pub fn has_image(&self, snapshot_uid: &str) -> bool {
-        self.lock().images.contains_key(snapshot_uid)
+        self.lock()
+            .images
+            .get(snapshot_uid)
+            .is_some_and(|f| f.process.is_some() || self.runtime == RuntimeKind::None)
     }
 
-    /// Drops a snapshot's image (the snapshot was deleted).
+    /// The size of a snapshot's image.
+    pub fn image(&self, snapshot_uid: &str) -> Option<Image> {
+        self.lock().images.get(snapshot_uid).map(|f| f.image)
+    }
+
+    /// Drops a snapshot's image (the snapshot was deleted); a frozen process is killed.
     pub fn drop_image(&self, snapshot_uid: &str) {
-        self.lock().images.remove(snapshot_uid);
+        let removed = self.lock().images.remove(snapshot_uid);
+        drop(removed);
     }
 
-    /// Stops a pod's process, if it still has one.
+    /// Stops a pod's process, if it still has one (a frozen one belongs to its image).
     pub fn stop(&self, pod_uid: &str) {
-        self.lock().running.remove(pod_uid);
+        let removed = {
+            let mut inner = self.lock();
+            inner.starting.remove(pod_uid);
+            inner.running.remove(pod_uid)
+        };
+        drop(removed);
+    }
+
+    /// Fault `kernel-dies`: kills the server's kernels (its descendants), not the server.
+    pub fn kill_kernels(&self, pod_uid: &str) -> usize {
+        let inner = self.lock();
+        let Some(p) = inner.running.get(pod_uid).and_then(|r| r.process.as_ref()) else {
+            return 0;
+        };
+        let kids = freeze::descendants(p.pid()).unwrap_or_default();
+        for pid in &kids {
+            // SAFETY: kill(2) has no memory-safety preconditions; the pid is a descendant
+            // of a server this registry started.
+            unsafe {
+                libc::kill(*pid, libc::SIGKILL);
+            }
+        }
+        kids.len()
     }
 
     /// The start info of a running pod.
     pub fn running(&self, pod_uid: &str) -> Option<Started> {
-        self.lock().running.get(pod_uid).cloned()
+        self.lock().running.get(pod_uid).map(|r| r.started.clone())
+    }
+
+    /// The project root the runtime's venv lives under.
+    pub fn project_root(&self) -> &Path {
+        &self.project_root
     }
 }

@@ -13,8 +13,8 @@ use tokio::time::Instant;
 use super::agent::{self, RestorePlan};
 use super::scheduler::{LEAKED_GPUS, gpu_request, set_condition};
 use super::{Ctx, Next, ObjKey, Reconciler, events, kind};
-use crate::sim::faults::{self, Fault};
-use crate::sim::pods::Started;
+use crate::sim::faults::Fault;
+use crate::sim::pods::{JupyterSpec, StartState, Started};
 use crate::sim::store::meta::now_rfc3339;
 use crate::sim::store::{DeleteOptions, Event};
 use crate::sim::truth::Transition;
@@ -120,9 +120,7 @@ impl Reconciler for Kubelet {
                 );
                 let gpus = gpu_request(&pod);
                 if gpus > 0 {
-                    if ctx.profile.has_fault(Fault::GpuNotReleased)
-                        || faults::annotated(&pod, Fault::GpuNotReleased)
-                    {
+                    if agent::fault_for_pod(ctx, &pod, Fault::GpuNotReleased) {
                         leak_gpus(ctx, &node, gpus);
                     } else {
                         ctx.truth.record(
@@ -146,12 +144,12 @@ impl Reconciler for Kubelet {
             if elapsed < wait {
                 return Next::After(wait - elapsed);
             }
-            let (started, restored) = match self.start_process(ctx, &pod, &uid, plan.as_ref()).await
-            {
-                Ok(s) => s,
+            let (started, restored) = match self.start_process(ctx, &pod, &uid, plan.as_ref()) {
+                Ok(Some(s)) => s,
+                Ok(None) => return Next::After(Duration::from_millis(50)),
                 Err(message) => {
                     self.fail_start(ctx, key, &message);
-                    return Next::After(Duration::from_secs(1));
+                    return Next::Done;
                 }
             };
             let now = now_rfc3339();
@@ -195,6 +193,10 @@ impl Reconciler for Kubelet {
             );
             match &restored {
                 Some(plan) => {
+                    if agent::fault_for_pod(ctx, &pod, Fault::KernelDies) {
+                        let killed = ctx.pods.kill_kernels(&uid);
+                        tracing::info!(killed, pod = %key.name, "fault kernel-dies: killed the kernels");
+                    }
                     ctx.truth.record_delayed(
                         Transition::Restored,
                         key.ns(),
@@ -273,23 +275,36 @@ fn is_workspace_pod(pod: &Value) -> bool {
 
 impl Kubelet {
     /// Starts the pod's process: restores the planned snapshot's image, or cold-starts.
-    async fn start_process(
+    /// Starts the pod's process: restores the planned snapshot's image, or cold-starts
+    /// (a Jupyter server for workspace pods under the jupyter runtime). `Ok(None)` while a
+    /// cold start is still coming up.
+    fn start_process(
         &self,
         ctx: &Ctx,
-        _pod: &Value,
+        pod: &Value,
         uid: &str,
         plan: Option<&RestorePlan>,
-    ) -> Result<(Started, Option<RestorePlan>), String> {
+    ) -> Result<Option<(Started, Option<RestorePlan>)>, String> {
+        match ctx.pods.poll_start(uid) {
+            Some(StartState::Starting) => return Ok(None),
+            Some(StartState::Ready(s)) => return Ok(Some((s, None))),
+            Some(StartState::Failed(e)) => return Err(e),
+            None => {}
+        }
+        if let Some(s) = ctx.pods.running(uid) {
+            return Ok(Some((s, None)));
+        }
         if let Some(plan) = plan {
             match ctx.pods.restore(&plan.snapshot_uid, uid) {
-                Ok(started) => return Ok((started, Some(plan.clone()))),
+                Ok(started) => return Ok(Some((started, Some(plan.clone())))),
                 Err(e) => tracing::warn!(error = %e, "restore failed; cold start"),
             }
         }
-        if let Some(s) = ctx.pods.running(uid) {
-            return Ok((s, None));
+        if !is_workspace_pod(pod) {
+            return Ok(Some((ctx.pods.start_none(uid), None)));
         }
-        Ok((ctx.pods.start_none(uid), None))
+        ctx.pods.begin_jupyter(uid, jupyter_spec(ctx, pod));
+        Ok(None)
     }
 
     /// The container could not start: report it as a waiting container with a reason.
@@ -313,6 +328,70 @@ impl Kubelet {
                 );
                 Ok(c)
             });
+    }
+}
+
+fn env_value<'a>(pod: &'a Value, name: &str) -> Option<&'a Value> {
+    pod.pointer("/spec/containers/0/env")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|e| str_of(e, "/name") == Some(name))
+}
+
+/// Reads `key` of Secret `name` in `namespace` from the store (base64 `data`).
+fn secret_value(ctx: &Ctx, namespace: &str, name: &str, key: &str) -> Option<String> {
+    use base64::Engine;
+    let secret = ctx.store.find(kind("Secret"), Some(namespace), name)?;
+    let encoded = secret.pointer("/data")?.get(key)?.as_str()?;
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .ok()?;
+    String::from_utf8(raw).ok()
+}
+
+/// What the runtime needs to start a workspace pod's Jupyter server: its home PVC, the
+/// `NB_PREFIX` path, the token from `JUPYTER_TOKEN` (resolving a secretKeyRef) and the port.
+fn jupyter_spec(ctx: &Ctx, pod: &Value) -> JupyterSpec {
+    let ns = str_of(pod, "/metadata/namespace").unwrap_or("default");
+    let volumes = pod.pointer("/spec/volumes").and_then(Value::as_array);
+    let claim = volumes
+        .into_iter()
+        .flatten()
+        .find(|v| str_of(v, "/name") == Some("home-volume"))
+        .or_else(|| {
+            volumes
+                .into_iter()
+                .flatten()
+                .find(|v| v.get("persistentVolumeClaim").is_some())
+        })
+        .and_then(|v| str_of(v, "/persistentVolumeClaim/claimName"))
+        .unwrap_or("no-home");
+    let ws = pod
+        .pointer("/metadata/labels")
+        .and_then(|l| l.get(WORKSPACE_LABEL))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let base_url = env_value(pod, "NB_PREFIX")
+        .and_then(|e| str_of(e, "/value"))
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("/workspace/connect/{ns}/{ws}/jupyterlab/"));
+    let token = env_value(pod, "JUPYTER_TOKEN").and_then(|e| match str_of(e, "/value") {
+        Some(v) => Some(v.to_string()),
+        None => {
+            let r = e.pointer("/valueFrom/secretKeyRef")?;
+            secret_value(ctx, ns, str_of(r, "/name")?, str_of(r, "/key")?)
+        }
+    });
+    let port = pod
+        .pointer("/spec/containers/0/ports/0/containerPort")
+        .and_then(Value::as_u64)
+        .and_then(|p| u16::try_from(p).ok())
+        .unwrap_or(8888);
+    JupyterSpec {
+        home: ctx.pods.volume_dir(ns, claim),
+        base_url,
+        token,
+        port,
     }
 }
 

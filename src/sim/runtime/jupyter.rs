@@ -24,7 +24,10 @@ use super::venv::VenvPaths;
 pub struct JupyterOptions {
     /// `--ServerApp.root_dir`: the directory the server serves and kernels start in.
     pub root_dir: PathBuf,
-    /// The port on 127.0.0.1; `None` picks a free one.
+    /// The loopback address to listen on; `None` is 127.0.0.1. Simulated pods get their own
+    /// 127.0.x.y so that every pod can serve on its container port.
+    pub ip: Option<String>,
+    /// The port; `None` picks a free one.
     pub port: Option<u16>,
     /// The token (`--IdentityProvider.token`); `None` generates a random one.
     pub token: Option<String>,
@@ -41,6 +44,7 @@ impl JupyterOptions {
     pub fn new(root_dir: impl Into<PathBuf>) -> Self {
         JupyterOptions {
             root_dir: root_dir.into(),
+            ip: None,
             port: None,
             token: None,
             base_url: "/".to_owned(),
@@ -121,6 +125,7 @@ impl JupyterProcess {
                 source,
             })?,
         };
+        let ip = options.ip.clone().unwrap_or_else(|| "127.0.0.1".to_owned());
         let token = options.token.clone().unwrap_or_else(random_token);
         let base_url = normalize_base_url(&options.base_url);
         let runtime = tempfile::Builder::new()
@@ -150,7 +155,8 @@ impl JupyterProcess {
 
         let mut cmd = Command::new(&venv.jupyter);
         cmd.arg("server")
-            .args(["--no-browser", "--allow-root", "--ip=127.0.0.1"])
+            .args(["--no-browser", "--allow-root"])
+            .arg(format!("--ip={ip}"))
             .arg(format!("--port={port}"))
             .arg("--ServerApp.port_retries=0")
             .arg(format!("--IdentityProvider.token={token}"))
@@ -183,7 +189,7 @@ impl JupyterProcess {
             child: Some(child),
             pid,
             port,
-            url: format!("http://127.0.0.1:{port}{base_url}"),
+            url: format!("http://{ip}:{port}{base_url}"),
             token,
             base_url,
             options,

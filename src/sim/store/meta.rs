@@ -108,6 +108,21 @@ pub fn drop_empty_metadata(obj: &mut Value) {
     }
 }
 
+/// A Secret's `stringData` is write-only: the API server folds it into base64 `data`.
+pub fn fold_string_data(obj: &mut Value) {
+    use base64::Engine;
+    let Some(string_data) = obj.as_object_mut().and_then(|o| o.remove("stringData")) else {
+        return;
+    };
+    if let Some(m) = string_data.as_object() {
+        for (k, v) in m {
+            let raw = v.as_str().unwrap_or_default();
+            obj["data"][k] =
+                serde_json::json!(base64::engine::general_purpose::STANDARD.encode(raw));
+        }
+    }
+}
+
 /// Fields the API server defaults on create for built-in kinds: a Pod starts `Pending`, a
 /// Service gets a cluster IP.
 pub fn apply_create_defaults(kind: &KindInfo, obj: &mut Value, serial: u64) {

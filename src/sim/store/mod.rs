@@ -357,6 +357,9 @@ impl Store {
         inner.rv += 1;
         let rv = inner.rv;
         meta::drop_empty_metadata(&mut obj);
+        if kind.kind == "Secret" {
+            meta::fold_string_data(&mut obj);
+        }
         meta_mut(&mut obj).insert("resourceVersion".into(), json!(rv.to_string()));
         let obj = Arc::new(obj);
         let map = inner.objects.entry(kind.kind).or_default();

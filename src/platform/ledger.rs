@@ -1,0 +1,176 @@
+//! The cleanup ledger: everything a scenario creates is recorded *before* it is created,
+//! and removed in reverse order with UID-aware delete-and-wait once the evidence is in.
+//! Created objects carry labels with the run id and an expiry, so `wsgate janitor` can
+//! remove what a killed run left behind.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use kube::api::{Api, DeleteParams, DynamicObject, Preconditions, PropagationPolicy};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::wait::{await_condition, conditions};
+use serde::{Deserialize, Serialize};
+
+/// Label: the run that created an object.
+pub const RUN_ID_LABEL: &str = "wsgate.dev/run-id";
+/// Label: when the janitor may remove the object (UTC epoch seconds).
+pub const EXPIRES_LABEL: &str = "wsgate.dev/expires";
+/// Label: who manages the object.
+pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "wsgate");
+
+/// The labels every object a run creates carries.
+pub fn labels(run_id: &str, expires_at: chrono::DateTime<chrono::Utc>) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (RUN_ID_LABEL.to_string(), run_id.to_string()),
+        (
+            EXPIRES_LABEL.to_string(),
+            expires_at.timestamp().to_string(),
+        ),
+        (MANAGED_BY.0.to_string(), MANAGED_BY.1.to_string()),
+    ])
+}
+
+/// One object the scenario creates.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub plural: String,
+    pub namespace: Option<String>,
+    pub name: String,
+    /// Known once the create succeeded; deletion is then bound to this uid.
+    pub uid: Option<String>,
+}
+
+impl Entry {
+    fn api(&self, client: &kube::Client) -> Api<DynamicObject> {
+        let gvk = GroupVersionKind::gvk(&self.group, &self.version, &self.kind);
+        let ar = ApiResource::from_gvk_with_plural(&gvk, &self.plural);
+        match &self.namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+            None => Api::all_with(client.clone(), &ar),
+        }
+    }
+
+    /// `Workspace wsgate-test/ws-a`.
+    pub fn describe(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{} {ns}/{}", self.kind, self.name),
+            None => format!("{} {}", self.kind, self.name),
+        }
+    }
+}
+
+/// What happened to one entry at cleanup.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CleanupResult {
+    pub object: String,
+    pub outcome: CleanupOutcome,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "status", content = "detail")]
+pub enum CleanupOutcome {
+    Deleted,
+    AlreadyGone,
+    Kept,
+    /// Still there when the budget ran out, or the delete failed: a leak.
+    Leaked(String),
+}
+
+/// The ledger of one scenario.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Ledger {
+    pub entries: Vec<Entry>,
+}
+
+impl Ledger {
+    /// Records an object about to be created; returns its index for [`Ledger::created`].
+    pub fn record<K: kube::Resource<DynamicType = ()>>(
+        &mut self,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> usize {
+        self.entries.push(Entry {
+            group: K::group(&()).to_string(),
+            version: K::version(&()).to_string(),
+            kind: K::kind(&()).to_string(),
+            plural: K::plural(&()).to_string(),
+            namespace: namespace.map(str::to_string),
+            name: name.to_string(),
+            uid: None,
+        });
+        self.entries.len() - 1
+    }
+
+    /// Notes the uid of a created object.
+    pub fn created(&mut self, index: usize, uid: Option<String>) {
+        if let Some(e) = self.entries.get_mut(index) {
+            e.uid = uid;
+        }
+    }
+
+    /// Removes everything in reverse order; each delete waits (within `budget`) until the
+    /// object with that uid is gone. `keep` leaves everything in place and says so.
+    pub async fn cleanup(
+        &self,
+        client: &kube::Client,
+        budget: Duration,
+        keep: bool,
+    ) -> Vec<CleanupResult> {
+        let mut out = Vec::new();
+        for e in self.entries.iter().rev() {
+            let outcome = if keep {
+                CleanupOutcome::Kept
+            } else {
+                delete_and_wait(client, e, budget).await
+            };
+            out.push(CleanupResult {
+                object: e.describe(),
+                outcome,
+            });
+        }
+        out
+    }
+}
+
+async fn delete_and_wait(client: &kube::Client, e: &Entry, budget: Duration) -> CleanupOutcome {
+    let api = e.api(client);
+    let uid = match &e.uid {
+        Some(uid) => uid.clone(),
+        // Recorded but the create never answered: delete whatever has that name.
+        None => match api.get_opt(&e.name).await {
+            Ok(Some(o)) => o.metadata.uid.unwrap_or_default(),
+            Ok(None) => return CleanupOutcome::AlreadyGone,
+            Err(err) => return CleanupOutcome::Leaked(format!("cannot read it: {err}")),
+        },
+    };
+    let dp = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Background),
+        preconditions: Some(Preconditions {
+            uid: Some(uid.clone()),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    match api.delete(&e.name, &dp).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => return CleanupOutcome::AlreadyGone,
+        // 409 on the uid precondition: a different object has the name now; ours is gone.
+        Err(kube::Error::Api(s)) if s.code == 409 => return CleanupOutcome::AlreadyGone,
+        Err(err) => return CleanupOutcome::Leaked(format!("delete failed: {err}")),
+    }
+    match tokio::time::timeout(
+        budget,
+        await_condition(api, &e.name, conditions::is_deleted(&uid)),
+    )
+    .await
+    {
+        Ok(Ok(_)) => CleanupOutcome::Deleted,
+        Ok(Err(err)) => CleanupOutcome::Leaked(format!("cannot watch its deletion: {err}")),
+        Err(_) => CleanupOutcome::Leaked(format!(
+            "still present after the delete budget ({budget:?}): a finalizer may be stuck"
+        )),
+    }
+}

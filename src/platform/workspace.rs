@@ -1,0 +1,211 @@
+//! Workspace lifecycle as the harness drives it: the home PVC and Jupyter token Secret,
+//! create, pause, resume, the workspace's current pod, and the Jupyter URL under the real
+//! path prefix `/workspace/connect/<ns>/<ws>/<port-id>/`.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use super::crd::{Workspace, WorkspaceState};
+use super::ledger::Ledger;
+
+/// The label the Kubeflow controller puts on every object it creates for a workspace.
+pub const WORKSPACE_LABEL: &str = "notebooks.kubeflow.org/workspace-name";
+/// The Secret (and key) the simulated runtime reads the Jupyter token from.
+pub const TOKEN_SECRET: (&str, &str) = ("jupyter-token", "token");
+/// The Jupyter port id of the WorkspaceKinds wsgate uses.
+pub const PORT_ID: &str = "jupyterlab";
+/// The container port Jupyter listens on.
+pub const JUPYTER_PORT: u16 = 8888;
+
+/// Errors of workspace operations (exit code 1: the scenario fails).
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    #[error("cannot {action} {object}")]
+    Api {
+        action: &'static str,
+        object: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+fn api_err(
+    action: &'static str,
+    object: impl Into<String>,
+) -> impl FnOnce(kube::Error) -> WorkspaceError {
+    let object = object.into();
+    move |source| WorkspaceError::Api {
+        action,
+        object,
+        source,
+    }
+}
+
+/// What to create.
+#[derive(Debug, Clone)]
+pub struct NewWorkspace {
+    pub namespace: String,
+    pub name: String,
+    pub kind: String,
+    pub image_config: String,
+    pub pod_config: String,
+    pub home_pvc: String,
+    pub home_size: String,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// Creates the home PVC (recorded in the ledger first).
+pub async fn create_home(
+    client: &kube::Client,
+    ledger: &mut Ledger,
+    ws: &NewWorkspace,
+) -> Result<(), WorkspaceError> {
+    let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ws.namespace);
+    let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": ws.home_pvc, "labels": ws.labels},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": ws.home_size}}}
+    }))
+    .expect("a valid PVC");
+    let i = ledger.record::<PersistentVolumeClaim>(Some(&ws.namespace), &ws.home_pvc);
+    let created = api
+        .create(&PostParams::default(), &pvc)
+        .await
+        .map_err(api_err(
+            "create",
+            format!("PersistentVolumeClaim {}", ws.home_pvc),
+        ))?;
+    ledger.created(i, created.metadata.uid);
+    Ok(())
+}
+
+/// Creates or replaces the Jupyter token Secret of the namespace (recorded in the ledger).
+pub async fn put_token(
+    client: &kube::Client,
+    ledger: &mut Ledger,
+    namespace: &str,
+    token: &str,
+    labels: &BTreeMap<String, String>,
+) -> Result<(), WorkspaceError> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": TOKEN_SECRET.0, "labels": labels},
+        "type": "Opaque",
+        "stringData": {TOKEN_SECRET.1: token},
+    }))
+    .expect("a valid Secret");
+    if api
+        .get_opt(TOKEN_SECRET.0)
+        .await
+        .map_err(api_err("read", "Secret jupyter-token"))?
+        .is_some()
+    {
+        api.patch(
+            TOKEN_SECRET.0,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"stringData": {TOKEN_SECRET.1: token}})),
+        )
+        .await
+        .map_err(api_err("update", "Secret jupyter-token"))?;
+        return Ok(());
+    }
+    let i = ledger.record::<Secret>(Some(namespace), TOKEN_SECRET.0);
+    let created = api
+        .create(&PostParams::default(), &secret)
+        .await
+        .map_err(api_err("create", "Secret jupyter-token"))?;
+    ledger.created(i, created.metadata.uid);
+    Ok(())
+}
+
+/// Creates the Workspace (recorded in the ledger first).
+pub async fn create(
+    client: &kube::Client,
+    ledger: &mut Ledger,
+    ws: &NewWorkspace,
+) -> Result<Workspace, WorkspaceError> {
+    let api: Api<Workspace> = Api::namespaced(client.clone(), &ws.namespace);
+    let obj: Workspace = serde_json::from_value(json!({
+        "apiVersion": "kubeflow.org/v1beta1", "kind": "Workspace",
+        "metadata": {"name": ws.name, "labels": ws.labels, "annotations": ws.annotations},
+        "spec": {"paused": false, "kind": ws.kind, "podTemplate": {
+            "volumes": {"home": ws.home_pvc},
+            "options": {"imageConfig": ws.image_config, "podConfig": ws.pod_config}}}
+    }))
+    .expect("a valid Workspace");
+    let i = ledger.record::<Workspace>(Some(&ws.namespace), &ws.name);
+    let created = api
+        .create(&PostParams::default(), &obj)
+        .await
+        .map_err(api_err("create", format!("Workspace {}", ws.name)))?;
+    ledger.created(i, created.metadata.uid.clone());
+    Ok(created)
+}
+
+/// Requests pause (`true`) or resume (`false`) with a merge patch of `spec.paused`.
+pub async fn set_paused(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    paused: bool,
+) -> Result<(), WorkspaceError> {
+    let api: Api<Workspace> = Api::namespaced(client.clone(), namespace);
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"paused": paused}})),
+    )
+    .await
+    .map_err(api_err(
+        if paused { "pause" } else { "resume" },
+        format!("Workspace {name}"),
+    ))?;
+    Ok(())
+}
+
+/// The state in words for progress and timeout messages: `Running (Workspace is running)`.
+pub fn describe(ws: Option<&Workspace>) -> String {
+    match ws.and_then(|w| w.status.as_ref()) {
+        None if ws.is_none() => "absent".to_string(),
+        None => "no status yet".to_string(),
+        Some(s) if s.state_message.is_empty() => s.state.to_string(),
+        Some(s) => format!("{} ({})", s.state, s.state_message),
+    }
+}
+
+/// Whether the workspace is in `state`.
+pub fn is_state(ws: Option<&Workspace>, state: WorkspaceState) -> bool {
+    ws.and_then(|w| w.status.as_ref())
+        .is_some_and(|s| s.state == state)
+}
+
+/// The workspace's pods (normally zero or one).
+pub async fn pods(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Vec<Pod>, WorkspaceError> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let list = api
+        .list(&ListParams::default().labels(&format!("{WORKSPACE_LABEL}={name}")))
+        .await
+        .map_err(api_err("list pods of", format!("Workspace {name}")))?;
+    Ok(list.items)
+}
+
+/// The path prefix the workspace's IDE is served under.
+pub fn path_prefix(namespace: &str, name: &str) -> String {
+    format!("/workspace/connect/{namespace}/{name}/{PORT_ID}/")
+}
+
+/// The Jupyter URL of a running pod (pod IP, container port, path prefix).
+pub fn jupyter_url(pod: &Pod, namespace: &str, name: &str) -> Option<String> {
+    let ip = pod.status.as_ref()?.pod_ip.as_ref()?;
+    Some(format!(
+        "http://{ip}:{JUPYTER_PORT}{}",
+        path_prefix(namespace, name)
+    ))
+}

@@ -1,0 +1,153 @@
+//! The full cycle on the default profile with the real Jupyter runtime: create -> Running ->
+//! pause -> Paused -> resume -> Running. A variable set in the kernel before the pause is
+//! still there after it; with fault `silent-cold-start` it is gone while the home files remain.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use wsgate::platform::crd::{Workspace, WorkspaceState};
+use wsgate::platform::wait::{self, WaitFor};
+use wsgate::platform::workspace::{self as ws, WORKSPACE_LABEL};
+use wsgate::session::{
+    Auth, ClientOptions, ExecuteOptions, JupyterClient, KernelChannel, Secret as Token,
+};
+use wsgate::sim::{SimHandle, SimOptions};
+
+const NS: &str = "wsgate-test";
+/// The budget of each wait here (the real jupyter server starts in about 2 s).
+const BUDGET: Duration = Duration::from_secs(90);
+const TOKEN: &str = "cycle-test-token-3f9a";
+
+async fn start() -> SimHandle {
+    wsgate::install_crypto_provider();
+    let mut opts = SimOptions::with_platform();
+    if let Some(p) = opts.platform.as_mut() {
+        p.project_root = env!("CARGO_MANIFEST_DIR").into();
+    }
+    SimHandle::start(opts).await.expect("simulator starts")
+}
+
+async fn create_workspace(client: &kube::Client, name: &str, fault: Option<&str>) {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
+    if secrets.get_opt("jupyter-token").await.unwrap().is_none() {
+        let s: Secret = serde_json::from_value(
+            json!({"metadata": {"name": "jupyter-token"}, "stringData": {"token": TOKEN}}),
+        )
+        .unwrap();
+        secrets.create(&PostParams::default(), &s).await.unwrap();
+    }
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), NS);
+    let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": format!("{name}-home")},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    }))
+    .unwrap();
+    pvcs.create(&PostParams::default(), &pvc).await.unwrap();
+    let mut annotations = serde_json::Map::new();
+    if let Some(f) = fault {
+        annotations.insert("sim.wsgate.dev/fault".into(), json!(f));
+    }
+    let w: Workspace = serde_json::from_value(json!({
+        "apiVersion": "kubeflow.org/v1beta1", "kind": "Workspace",
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {"paused": false, "kind": "jupyterlab-resumable", "podTemplate": {
+            "volumes": {"home": format!("{name}-home")},
+            "options": {"imageConfig": "jupyter-pytorch-cuda-full:v1.10.0", "podConfig": "gpu_t4"}}}
+    }))
+    .unwrap();
+    Api::<Workspace>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &w)
+        .await
+        .unwrap();
+}
+
+async fn wait_state(client: &kube::Client, name: &str, state: WorkspaceState) {
+    let api: Api<Workspace> = Api::namespaced(client.clone(), NS);
+    let w = WaitFor::new(format!("test:{state}"), BUDGET, format!("be {state}"));
+    wait::until(&api, name, &w, ws::describe, |o| ws::is_state(o, state))
+        .await
+        .unwrap();
+}
+
+async fn jupyter(client: &kube::Client, name: &str) -> JupyterClient {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let pod = pods
+        .list(&ListParams::default().labels(&format!("{WORKSPACE_LABEL}={name}")))
+        .await
+        .unwrap()
+        .items
+        .remove(0);
+    let url = ws::jupyter_url(&pod, NS, name).expect("a running pod has an IP");
+    JupyterClient::new(
+        &url,
+        Auth::Token(Token::new(TOKEN)),
+        ClientOptions::default(),
+    )
+    .unwrap()
+}
+
+async fn exec(jc: &JupyterClient, kernel: &str, code: &str) -> String {
+    let mut ch = KernelChannel::connect(jc, kernel).await.unwrap();
+    let out = ch
+        .execute(code, &ExecuteOptions::new(Duration::from_secs(30)))
+        .await
+        .unwrap();
+    format!("{}{}", out.stdout, out.results.join(""))
+}
+
+async fn cycle(name: &str, fault: Option<&str>) -> (String, String) {
+    let sim = start().await;
+    let client = sim.client().await.unwrap();
+    create_workspace(&client, name, fault).await;
+    wait_state(&client, name, WorkspaceState::Running).await;
+    let jc = jupyter(&client, name).await;
+    let kernel = jc.start_kernel(None).await.unwrap().id;
+    exec(
+        &jc,
+        &kernel,
+        "import os\nSECRET_VALUE = 'kept-in-memory'\nopen('notes.txt', 'w').write('on disk')",
+    )
+    .await;
+    let api: Api<Workspace> = Api::namespaced(client.clone(), NS);
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"paused": true}})),
+    )
+    .await
+    .unwrap();
+    wait_state(&client, name, WorkspaceState::Paused).await;
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"paused": false}})),
+    )
+    .await
+    .unwrap();
+    wait_state(&client, name, WorkspaceState::Running).await;
+    let jc = jupyter(&client, name).await;
+    // After a cold start the old kernel id is gone: use a new kernel then.
+    let kernel = match jc.kernel(&kernel).await {
+        Ok(k) => k.id,
+        Err(_) => jc.start_kernel(None).await.unwrap().id,
+    };
+    let memory = exec(&jc, &kernel, "print(globals().get('SECRET_VALUE', 'GONE'))").await;
+    let disk = exec(&jc, &kernel, "print(open('notes.txt').read())").await;
+    (memory.trim().to_string(), disk.trim().to_string())
+}
+
+#[tokio::test]
+async fn pause_and_resume_keep_kernel_memory() {
+    let (memory, disk) = cycle("cycle-a", None).await;
+    assert_eq!(memory, "kept-in-memory");
+    assert_eq!(disk, "on disk");
+}
+
+#[tokio::test]
+async fn silent_cold_start_loses_memory_but_keeps_files() {
+    let (memory, disk) = cycle("cycle-b", Some("silent-cold-start")).await;
+    assert_eq!(memory, "GONE");
+    assert_eq!(disk, "on disk");
+}
