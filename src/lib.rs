@@ -19,6 +19,7 @@ pub mod exit_code;
 pub mod platform;
 pub mod session;
 pub mod sim;
+pub mod timeline;
 pub mod verdict;
 
 /// Installs the process-wide rustls crypto provider (ring). Call first in `main` and in
