@@ -12,6 +12,7 @@
 //! - [`verdict`]: pure: evidence in, restore verdict out.
 //! - [`sim`]: the embedded simulator; the harness never imports it.
 
+pub mod bdd;
 pub mod cli;
 pub mod commands;
 pub mod config;

@@ -20,6 +20,10 @@ pub enum CommandError {
     Sim(#[from] SimError),
     #[error(transparent)]
     Probe(#[from] crate::session::probe::ProbeError),
+    #[error(transparent)]
+    Suite(#[from] crate::bdd::SuiteError),
+    #[error("the simulator profile cannot be used: {0}")]
+    SimProfile(String),
     #[error("`wsgate {command}` is not built yet: {what}")]
     NotBuilt { command: &'static str, what: String },
     #[error("the simulator's Jupyter runtime is not available")]
@@ -36,7 +40,9 @@ impl CommandError {
     /// The process exit code for this error (see [`crate::exit_code`]).
     pub fn exit_code(&self) -> i32 {
         match self {
-            CommandError::Config(_) => exit_code::USAGE,
+            CommandError::Config(_) | CommandError::Suite(_) | CommandError::SimProfile(_) => {
+                exit_code::USAGE
+            }
             CommandError::Target(_) | CommandError::Runtime(_) => exit_code::TARGET,
             CommandError::Sim(_) | CommandError::Io { .. } => exit_code::INTERNAL,
             CommandError::Probe(e) => e.exit_code(),

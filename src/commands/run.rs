@@ -107,10 +107,13 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
         print_plan(&resolved);
         return Ok(crate::exit_code::SUCCESS);
     }
-    let cfg = &resolved.config;
-    let (client, _sim) = match cfg.target.kind {
+    let cfg = resolved.config.clone();
+    let features = std::path::PathBuf::from("features");
+    // Check the features before anything is started or created.
+    crate::bdd::features::check(&features).map_err(crate::bdd::SuiteError::Features)?;
+    let (client, sim) = match cfg.target.kind {
         TargetKind::Sim => {
-            let sim = SimHandle::start(SimOptions::with_platform()).await?;
+            let sim = start_simulator(&cfg).await?;
             println!(
                 "target: the embedded simulator at {} (not a real cluster)",
                 sim.url()
@@ -129,11 +132,57 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
         cfg.target.namespace,
         target::OPT_IN_LABEL
     );
-    Err(CommandError::NotBuilt {
-        command: "run",
-        what:
-            "the target was reached and checked, but the verification suite (features and steps) \
-               is not built yet; nothing was created"
-                .to_string(),
-    })
+    let ctx = std::sync::Arc::new(crate::bdd::RunContext {
+        client,
+        run_id: new_run_id(),
+        token: crate::session::Secret::new(random_hex(24)),
+        simulator: sim.is_some(),
+        cleanup: Default::default(),
+        config: cfg,
+    });
+    println!("run id: {}", ctx.run_id);
+    let outcome = crate::bdd::run(ctx, &crate::bdd::runner::SuiteOptions { features }).await?;
+    println!(
+        "{} scenarios: {} passed, {} failed, {} skipped",
+        outcome.scenarios, outcome.passed, outcome.failed, outcome.skipped
+    );
+    for leak in &outcome.leaks {
+        eprintln!("leak: {leak}");
+    }
+    if let Some(sim) = sim {
+        sim.shutdown().await;
+    }
+    Ok(outcome.exit_code())
+}
+
+/// Starts the embedded simulator with the configured profile and runtime.
+async fn start_simulator(cfg: &crate::config::Config) -> Result<SimHandle, CommandError> {
+    let mut profile = crate::sim::profile::SimProfile::load(&cfg.sim.profile)
+        .map_err(|e| CommandError::SimProfile(e.to_string()))?;
+    profile.runtime.kind = match cfg.sim.runtime {
+        crate::config::SimRuntime::Jupyter => crate::sim::profile::RuntimeKind::Jupyter,
+        crate::config::SimRuntime::None => crate::sim::profile::RuntimeKind::None,
+    };
+    let mut opts = SimOptions::with_platform();
+    if let Some(p) = opts.platform.as_mut() {
+        p.profile = profile;
+    }
+    Ok(SimHandle::start(opts).await?)
+}
+
+fn random_hex(bytes: usize) -> String {
+    use rand::RngExt;
+    let mut rng = rand::rng();
+    (0..bytes)
+        .map(|_| format!("{:02x}", rng.random::<u8>()))
+        .collect()
+}
+
+/// `r<UTC yyyymmdd-hhmmss>-<4 hex>`: sortable, and valid as a label value.
+fn new_run_id() -> String {
+    format!(
+        "r{}-{}",
+        chrono::Utc::now().format("%Y%m%d-%H%M%S"),
+        random_hex(2)
+    )
 }

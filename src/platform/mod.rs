@@ -2,7 +2,9 @@
 //! workspace lifecycle, pods, events, snapshots, GPU capacity and the cleanup ledger.
 
 pub mod crd;
+pub mod gpu;
 pub mod ledger;
+pub mod snapshots;
 pub mod target;
 pub mod wait;
 pub mod workspace;

@@ -140,3 +140,31 @@ where
         }
     }
 }
+
+/// Waits (at most `within`) for the next change to any object of `api` matching `labels`,
+/// so that a caller re-evaluating a derived condition (GPU usage, snapshot lists) wakes on
+/// changes instead of polling. Returns whether a change was seen.
+pub async fn next_change<K>(api: &Api<K>, labels: Option<&str>, within: Duration) -> bool
+where
+    K: kube::Resource + Clone + Debug + DeserializeOwned + Send + 'static,
+{
+    let mut config = watcher::Config::default();
+    if let Some(l) = labels {
+        config = config.labels(l);
+    }
+    let mut stream = watcher(api.clone(), config).default_backoff().boxed();
+    let wait = async {
+        let mut initialised = false;
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(watcher::Event::InitDone) => initialised = true,
+                Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) if initialised => {
+                    return true;
+                }
+                _ => {}
+            }
+        }
+        false
+    };
+    tokio::time::timeout(within, wait).await.unwrap_or(false)
+}

@@ -47,7 +47,7 @@ pub struct MarkerPlan {
     pub scan_max_files: u64,
     /// The disk scan reads only files modified after this time (UTC epoch seconds): ten
     /// minutes before the plan was made, a margin for clock skew between harness and kernel.
-    pub scan_modified_since_epoch_s: f64,
+    pub scan_modified_since_epoch_s: i64,
 }
 
 impl MarkerPlan {
@@ -62,7 +62,7 @@ impl MarkerPlan {
             prompt: "In one sentence: why does pausing an idle GPU notebook save money?".to_owned(),
             scan_max_file_bytes: 64 << 20,
             scan_max_files: 1_000_000,
-            scan_modified_since_epoch_s: (Utc::now().timestamp() - 600) as f64,
+            scan_modified_since_epoch_s: Utc::now().timestamp() - 600,
         }
     }
 

@@ -5,6 +5,7 @@
 //! target is named) and the tests start it.
 
 pub mod api;
+pub mod bucket;
 pub mod controllers;
 pub mod error;
 pub mod faults;

@@ -118,7 +118,12 @@ impl PodProcesses {
             project_root,
             venv: tokio::sync::OnceCell::new(),
             inner: Arc::new(Mutex::new(Inner::default())),
-            next_ip: Mutex::new(2),
+            // A random start, so that simulators running side by side (parallel tests)
+            // hand out different pod IPs and their servers can all bind port 8888.
+            next_ip: Mutex::new({
+                use rand::RngExt;
+                rand::rng().random_range(2..0xF000)
+            }),
         }
     }
 

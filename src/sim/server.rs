@@ -13,6 +13,7 @@ use serde_json::json;
 use std::path::PathBuf;
 
 use super::api;
+use super::bucket::Bucket;
 use super::controllers::{self, Ctx};
 use super::kinds;
 use super::pods::PodProcesses;
@@ -35,6 +36,9 @@ pub struct PlatformOptions {
     /// Where home volumes and snapshot buckets live; `None`: a temporary directory removed
     /// when the simulator stops.
     pub state_dir: Option<PathBuf>,
+    /// The project directory whose `fixtures/sim/requirements.txt` and `.venv-sim/` the
+    /// Jupyter runtime uses.
+    pub project_root: PathBuf,
 }
 
 impl Default for PlatformOptions {
@@ -42,6 +46,7 @@ impl Default for PlatformOptions {
         Self {
             profile: SimProfile::default_profile(),
             state_dir: None,
+            project_root: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
         }
     }
 }
@@ -200,11 +205,17 @@ impl SimHandle {
                 };
                 super::seed::seed(&store, &platform.profile);
                 store.add_admission(Box::new(controllers::quota::admit));
+                store.enable_graceful_pod_deletion();
                 let ctx = Ctx {
                     store: store.clone(),
                     profile: Arc::new(platform.profile.clone()),
                     truth: truth.clone(),
-                    pods: Arc::new(PodProcesses::new(state_dir.join("volumes"))),
+                    pods: Arc::new(PodProcesses::new(
+                        state_dir.join("volumes"),
+                        platform.profile.runtime.kind,
+                        platform.project_root.clone(),
+                    )),
+                    bucket: Arc::new(Bucket::new(state_dir.join("bucket"))),
                     shutdown: shutdown_rx.clone(),
                 };
                 controllers::start_all(&ctx);
@@ -217,6 +228,7 @@ impl SimHandle {
             shutdown: shutdown_rx,
             bookmark_interval: opts.bookmark_interval,
             truth: truth.clone(),
+            bucket: ctx.as_ref().map(|c| c.bucket.clone()),
         };
         let app = api::router(state);
         let server = axum_server::Handle::new();

@@ -44,7 +44,13 @@ pub fn decide(before: &Evidence, after: &Evidence, platform: &PlatformEvidence) 
         &mut lines,
         &mut contradictions,
     );
-    let files = judge_files(before, after, platform, &mut file_lines, &mut contradictions);
+    let files = judge_files(
+        before,
+        after,
+        platform,
+        &mut file_lines,
+        &mut contradictions,
+    );
     judge_disk_scans(before, after, &mut disk_lines, &mut contradictions);
     lines.append(&mut file_lines);
     lines.append(&mut disk_lines);

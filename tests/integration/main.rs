@@ -9,4 +9,6 @@ mod python_client;
 mod session;
 mod sim_api;
 mod sim_bad_input;
+mod sim_cycle;
 mod sim_platform;
+mod sim_workspace;

@@ -111,12 +111,10 @@ async fn check(server: &Server) -> i32 {
         .expect("probe check produces a verdict")
 }
 
-fn within<F: Future>(f: F) -> impl Future<Output = F::Output> {
-    async {
-        tokio::time::timeout(TEST_BUDGET, f)
-            .await
-            .expect("the test finished within its budget")
-    }
+async fn within<F: Future>(f: F) -> F::Output {
+    tokio::time::timeout(TEST_BUDGET, f)
+        .await
+        .expect("the test finished within its budget")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -259,6 +257,43 @@ async fn deleting_the_run_files_is_files_lost() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nonce_that_reaches_disk_is_found_and_invalidates_the_test() {
+    within(async {
+        let server = Server::start().await;
+        let state = mark(&server).await;
+        // Notebook code persists the marker: a fresh process could now read it back.
+        let client = server.client();
+        let mut ch = KernelChannel::connect(&client, &state.kernel_id)
+            .await
+            .unwrap();
+        let leak = "open('notes.txt', 'w').write(_wsgate_marker.hex()) and None";
+        let options = ExecuteOptions::new(Duration::from_secs(60)).no_history();
+        ch.execute(leak, &options)
+            .await
+            .unwrap()
+            .into_ok("leak")
+            .unwrap();
+        assert_eq!(check(&server).await, exit_code::INCONCLUSIVE);
+
+        let nonce = state.nonce.unseal().unwrap();
+        let after = collect_evidence(
+            &client,
+            &state.kernel_id,
+            &nonce,
+            &state.plan,
+            &Budgets::default(),
+            Some(&state.before),
+        )
+        .await
+        .unwrap();
+        let hits = &after.disk_scan.as_ref().unwrap().hits;
+        assert_eq!(hits.len(), 1, "{hits:?}");
+        assert!(hits[0].ends_with("/notes.txt"), "{hits:?}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kernel_that_dies_mid_cell_is_reported_at_once() {
     within(async {
         let server = Server::start().await;
@@ -290,6 +325,33 @@ async fn a_kernel_that_dies_mid_cell_is_reported_at_once() {
         }
         assert_eq!(err.exit_code(), exit_code::FAILED);
         assert!(err.to_string().contains("during cell `suicide`"), "{err}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_goes_away_mid_cell_closes_the_channel_at_once() {
+    within(async {
+        let mut server = Server::start().await;
+        let client = server.client();
+        let kernel = client.start_kernel(None).await.unwrap();
+        let mut ch = KernelChannel::connect(&client, &kernel.id).await.unwrap();
+        let options = ExecuteOptions::new(Duration::from_secs(200)).named("long", "cell");
+        let running = ch.execute("import time\ntime.sleep(60)", &options);
+        let kill = async {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            server.process.kill().unwrap();
+        };
+        let (result, ()) = tokio::join!(running, kill);
+        match result.unwrap_err() {
+            SessionError::ChannelClosed {
+                kernel_id, cell, ..
+            } => {
+                assert_eq!(kernel_id, kernel.id);
+                assert_eq!(cell.as_deref(), Some("long"));
+            }
+            other => panic!("expected ChannelClosed, got {other}"),
+        }
     })
     .await;
 }

@@ -37,6 +37,8 @@ pub struct State {
     pub bookmark_interval: Duration,
     /// Ground truth of the simulated platform (empty for an API-only simulator).
     pub truth: Arc<crate::sim::truth::Truth>,
+    /// The simulated snapshot bucket (`None` for an API-only simulator).
+    pub bucket: Option<Arc<crate::sim::bucket::Bucket>>,
 }
 
 /// A JSON reply with the given status.
@@ -75,6 +77,7 @@ pub fn router(state: State) -> Router {
         )
         .route("/openapi/v3/{*path}", get(openapi_group_version))
         .route("/sim/v1/truth", get(truth))
+        .route("/storage/v1/b/{bucket}/o", get(bucket_objects))
         .fallback(resources)
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .with_state(state)
@@ -101,6 +104,43 @@ async fn authenticate(AxState(state): AxState<State>, req: Request, next: Next) 
 async fn truth(AxState(state): AxState<State>) -> Response {
     let events = serde_json::to_value(state.truth.events()).unwrap_or_default();
     json_response(StatusCode::OK, &serde_json::json!({"events": events}))
+}
+
+/// Simulator-only: the snapshot bucket's objects, as the GCS JSON API lists them
+/// (`prefix`, `delimiter`, `maxResults`, `pageToken`).
+async fn bucket_objects(
+    AxState(state): AxState<State>,
+    axum::extract::Path(bucket): axum::extract::Path<String>,
+    uri: Uri,
+) -> Response {
+    use crate::sim::bucket::{BucketError, error_json, listing_json};
+    let q: std::collections::HashMap<String, String> =
+        form_urlencoded::parse(uri.query().unwrap_or("").as_bytes())
+            .into_owned()
+            .collect();
+    let Some(store) = &state.bucket else {
+        return json_response(
+            StatusCode::NOT_FOUND,
+            &error_json(404, "this simulator has no snapshot bucket"),
+        );
+    };
+    let listing = store.list(
+        &bucket,
+        q.get("prefix").map_or("", String::as_str),
+        q.get("delimiter").map(String::as_str),
+        q.get("maxResults").and_then(|m| m.parse().ok()),
+        q.get("pageToken").map(String::as_str),
+    );
+    match listing {
+        Ok(l) => json_response(StatusCode::OK, &listing_json(&bucket, &l)),
+        Err(e @ (BucketError::NoSuchBucket(_) | BucketError::InvalidName(_))) => {
+            json_response(StatusCode::NOT_FOUND, &error_json(404, &e.to_string()))
+        }
+        Err(e) => json_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &error_json(500, &e.to_string()),
+        ),
+    }
 }
 
 fn accept(headers: &HeaderMap) -> Option<&str> {

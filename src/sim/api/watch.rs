@@ -176,10 +176,10 @@ async fn run(
                         continue;
                     }
                     last_rv = ev.rv;
-                    if let Some(t) = filter_event(&ev, feed.kind, ns.as_deref(), &feed.query.label_selector, &feed.query.field_selector) {
-                        if !feed.send(feed.event_line(t.as_str(), &ev)).await {
-                            return;
-                        }
+                    if let Some(t) = filter_event(&ev, feed.kind, ns.as_deref(), &feed.query.label_selector, &feed.query.field_selector)
+                        && !feed.send(feed.event_line(t.as_str(), &ev)).await
+                    {
+                        return;
                     }
                 }
                 Err(broadcast::error::RecvError::Lagged(_)) => {

@@ -2,12 +2,14 @@
 //! object keys to reconcile (deduplicated, with delays for timed work), and writes back
 //! through the store, exactly as a controller writes through the API.
 
+pub mod addon;
 pub mod agent;
 pub mod events;
 pub mod kubelet;
 pub mod quota;
 pub mod scheduler;
 pub mod statefulset;
+pub mod workspace;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -18,6 +20,7 @@ use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
+use super::bucket::Bucket;
 use super::kinds::{self, KindInfo};
 use super::pods::PodProcesses;
 use super::profile::SimProfile;
@@ -31,6 +34,8 @@ pub struct Ctx {
     pub profile: Arc<SimProfile>,
     pub truth: Arc<Truth>,
     pub pods: Arc<PodProcesses>,
+    /// The snapshot bucket (`<state dir>/bucket`).
+    pub bucket: Arc<Bucket>,
     pub shutdown: tokio::sync::watch::Receiver<bool>,
 }
 
@@ -165,6 +170,9 @@ pub fn start_all(ctx: &Ctx) -> Vec<tokio::task::JoinHandle<()>> {
         spawn(ctx.clone(), statefulset::StatefulSetController),
         spawn(ctx.clone(), scheduler::Scheduler),
         spawn(ctx.clone(), kubelet::Kubelet::default()),
+        spawn(ctx.clone(), agent::Agent::default()),
+        spawn(ctx.clone(), addon::SnapshotAddon::default()),
         spawn(ctx.clone(), quota::QuotaController),
+        spawn(ctx.clone(), workspace::WorkspaceController::new(ctx)),
     ]
 }

@@ -319,7 +319,10 @@ impl JupyterProcess {
 
     /// Whether the server is frozen now.
     pub fn is_frozen(&self) -> bool {
-        self.frozen.lock().map(|f| f.is_some()).unwrap_or(true)
+        self.frozen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
     }
 
     /// Kills the server and every descendant with SIGKILL and reaps the server.

@@ -90,6 +90,9 @@ pub struct Store {
     inner: Mutex<Inner>,
     tx: broadcast::Sender<Arc<Event>>,
     admission: std::sync::RwLock<Vec<Box<Admission>>>,
+    /// Whether a kubelet finishes pod deletion (graceful deletion); without one (the bare
+    /// API server) bound pods are deleted at once.
+    graceful_pods: std::sync::atomic::AtomicBool,
 }
 
 fn key(kind: &KindInfo, ns: Option<&str>, name: &str) -> Key {
@@ -113,6 +116,7 @@ impl Store {
             }),
             tx,
             admission: std::sync::RwLock::new(Vec::new()),
+            graceful_pods: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -128,6 +132,12 @@ impl Store {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .push(check);
+    }
+
+    /// Turns on graceful pod deletion (a kubelet will finish it).
+    pub fn enable_graceful_pod_deletion(&self) {
+        self.graceful_pods
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The live feed of every committed change (for the simulator's controllers).
@@ -520,6 +530,9 @@ impl Store {
             return Ok(DeleteOutcome::Deleted(current));
         }
         let graceful = kind.kind == "Pod"
+            && self
+                .graceful_pods
+                .load(std::sync::atomic::Ordering::Relaxed)
             && current
                 .pointer("/spec/nodeName")
                 .and_then(Value::as_str)

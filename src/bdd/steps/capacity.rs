@@ -1,0 +1,103 @@
+//! Capacity steps: squeeze the GPUs (the configured method), see a clear waiting state on
+//! resume, count restore attempts, and lift the squeeze.
+
+use cucumber::{then, when};
+use kube::api::Api;
+
+use crate::bdd::world::{StepResult, WsWorld};
+use crate::config::SqueezeMethod;
+use crate::platform::crd::{Workspace, WorkspaceState};
+use crate::platform::wait::{self, WaitFor};
+use crate::platform::{gpu, snapshots, workspace as ws};
+use crate::timeline::Mark;
+
+#[when(expr = "the GPUs are squeezed")]
+async fn squeeze(w: &mut WsWorld) -> StepResult {
+    let ns = w.ws()?.namespace.clone();
+    let labels = w.ctx.labels();
+    let client = w.ctx.client.clone();
+    match w.ctx.config.squeeze.method {
+        SqueezeMethod::Quota => gpu::squeeze_with_quota(&client, &mut w.ledger, &ns, &labels)
+            .await
+            .map_err(|e| e.to_string()),
+        other => Err(format!(
+            "squeeze method {other} is not built yet; use squeeze.method = \"quota\""
+        )),
+    }
+}
+
+#[when(expr = "the squeeze is lifted")]
+async fn lift(w: &mut WsWorld) -> StepResult {
+    let ns = w.ws()?.namespace.clone();
+    gpu::lift_quota(&w.ctx.client, &ns)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Whether the workspace visibly waits for resources: not Running, with a message that
+/// names the cause (quota, insufficient GPUs, unschedulable).
+fn waiting(o: Option<&Workspace>) -> bool {
+    o.and_then(|w| w.status.as_ref()).is_some_and(|s| {
+        let m = s.state_message.to_lowercase();
+        s.state != WorkspaceState::Running
+            && [
+                "quota",
+                "insufficient",
+                "unschedulable",
+                "nodes are available",
+            ]
+            .iter()
+            .any(|k| m.contains(k))
+    })
+}
+
+#[then(expr = "the workspace shows a waiting state within the {string} budget")]
+async fn shows_waiting(w: &mut WsWorld, budget: String) -> StepResult {
+    let limit = w.budget(&budget)?;
+    let new = w.ws()?.clone();
+    let api: Api<Workspace> = Api::namespaced(w.ctx.client.clone(), &new.namespace);
+    let wf = WaitFor::new(budget, limit, "show that it waits for resources");
+    let got = wait::until(&api, &new.name, &wf, ws::describe, waiting)
+        .await
+        .map_err(|e| e.to_string())?;
+    w.mark(Mark::WaitingForResources, Some(ws::describe(got.as_ref())));
+    let pods = ws::pods(&w.ctx.client, &new.namespace, &new.name)
+        .await
+        .map_err(|e| e.to_string())?;
+    w.max_pods_seen = w.max_pods_seen.max(pods.len());
+    Ok(())
+}
+
+#[then(expr = "at most one restore attempt is in flight")]
+async fn one_attempt(w: &mut WsWorld) -> StepResult {
+    let new = w.ws()?.clone();
+    let pods = ws::pods(&w.ctx.client, &new.namespace, &new.name)
+        .await
+        .map_err(|e| e.to_string())?;
+    w.max_pods_seen = w.max_pods_seen.max(pods.len());
+    if w.max_pods_seen <= 1 {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} pods of the workspace were seen at once: competing restore attempts",
+            w.max_pods_seen
+        ))
+    }
+}
+
+#[then(expr = "the workspace's PodSnapshot is still Ready")]
+async fn still_ready(w: &mut WsWorld) -> StepResult {
+    let new = w.ws()?.clone();
+    let snaps = snapshots::of_workspace(&w.ctx.client, &new.namespace, &new.name)
+        .await
+        .map_err(|e| format!("cannot list PodSnapshots: {e}"))?;
+    let expected = w.snapshot_uid.clone();
+    match snaps.iter().find(|s| s.metadata.uid == expected) {
+        Some(s) if snapshots::is_ready(s) => Ok(()),
+        Some(s) => Err(format!(
+            "the snapshot is {} while the resume waits",
+            snapshots::describe(s)
+        )),
+        None => Err("the snapshot was consumed or deleted while the resume waited".into()),
+    }
+}

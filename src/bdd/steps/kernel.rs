@@ -1,0 +1,275 @@
+//! Kernel steps: store the marker and files before the pause, collect the evidence after
+//! the resume, and assert the verdict, the files, the model and the recorded phases.
+
+use std::time::Duration;
+
+use cucumber::{given, then};
+
+use crate::bdd::world::{StepResult, WsWorld};
+use crate::platform::{snapshots, workspace as ws};
+use crate::session::protocol::Budgets;
+use crate::session::{
+    Auth, Budget, ClientOptions, JupyterClient, MarkerPlan, Model, Nonce, PlatformEvidence,
+};
+use crate::timeline::Mark;
+use crate::verdict::{self, FilesState};
+
+fn model(w: &WsWorld) -> Model {
+    match w.ctx.config.workspace.model.as_str() {
+        "qwen2.5-3b-t4" => Model::Qwen25_3bT4,
+        _ => Model::SimTiny,
+    }
+}
+
+fn budgets(w: &WsWorld) -> Result<Budgets, String> {
+    Ok(Budgets {
+        connect: Budget::new("kernel_reachable", w.budget("kernel_reachable")?),
+        cell: Budget::new("cell", w.budget("cell")?),
+        model: Budget::new("model_load", w.budget("model_load")?),
+    })
+}
+
+/// A Jupyter client for the workspace's current pod.
+async fn jupyter(w: &WsWorld) -> Result<JupyterClient, String> {
+    let new = w.ws()?;
+    let pods = ws::pods(&w.ctx.client, &new.namespace, &new.name)
+        .await
+        .map_err(|e| e.to_string())?;
+    let pod = pods
+        .iter()
+        .find(|p| p.metadata.deletion_timestamp.is_none())
+        .ok_or_else(|| {
+            format!(
+                "workspace {} has no running pod to reach Jupyter on",
+                new.name
+            )
+        })?;
+    let url = ws::jupyter_url(pod, &new.namespace, &new.name)
+        .ok_or("the workspace's pod has no IP yet")?;
+    let options = ClientOptions {
+        insecure_skip_tls_verify: w.ctx.config.target.insecure_skip_tls_verify,
+    };
+    JupyterClient::new(&url, Auth::Token(w.ctx.token.clone()), options).map_err(|e| e.to_string())
+}
+
+fn require_kernels(w: &WsWorld) -> StepResult {
+    if w.ctx.simulator && w.ctx.config.sim.runtime.as_str() == "none" {
+        return Err("not applicable: the simulator's `none` runtime runs no kernels (set sim.runtime = \"jupyter\")".into());
+    }
+    Ok(())
+}
+
+#[given(
+    expr = "the kernel has loaded the model, stored a marker in memory only and written its files"
+)]
+async fn mark(w: &mut WsWorld) -> StepResult {
+    require_kernels(w)?;
+    let budgets = budgets(w)?;
+    let jc = jupyter(w).await?;
+    let kernel = tokio::time::timeout(budgets.connect.limit, async {
+        loop {
+            match jc.start_kernel(None).await {
+                Ok(k) => return Ok(k),
+                Err(e) if e.is_transient() => tokio::time::sleep(Duration::from_millis(200)).await,
+                Err(e) => return Err(e),
+            }
+        }
+    })
+    .await
+    .map_err(|_| {
+        format!(
+            "budget `kernel_reachable` ({:?}) ran out starting a kernel",
+            budgets.connect.limit
+        )
+    })?
+    .map_err(|e| e.to_string())?;
+    w.mark(Mark::KernelReachable, Some(kernel.id.clone()));
+    let nonce = Nonce::generate();
+    let plan = MarkerPlan::new(model(w), w.ctx.run_id.clone());
+    let evidence = crate::session::mark(&jc, &kernel.id, &nonce, &plan, &budgets)
+        .await
+        .map_err(|e| e.to_string())?;
+    w.mark(Mark::ModelLoaded, None);
+    w.mark(Mark::MarkerStored, None);
+    w.kernel_id = Some(kernel.id);
+    w.nonce = Some(nonce);
+    w.plan = Some(plan);
+    w.before = Some(evidence);
+    Ok(())
+}
+
+/// Collects the evidence after the resume (once) and decides the verdict.
+async fn decide(w: &mut WsWorld) -> StepResult {
+    if w.verdict.is_some() {
+        return Ok(());
+    }
+    require_kernels(w)?;
+    let (Some(nonce), Some(plan), Some(kernel), Some(before)) = (
+        w.nonce.clone(),
+        w.plan.clone(),
+        w.kernel_id.clone(),
+        w.before.clone(),
+    ) else {
+        return Err("no marker was stored before the pause: add the step that loads the model and stores the marker".into());
+    };
+    let budgets = budgets(w)?;
+    let jc = jupyter(w).await?;
+    let after =
+        crate::session::collect_evidence(&jc, &kernel, &nonce, &plan, &budgets, Some(&before))
+            .await
+            .map_err(|e| e.to_string())?;
+    w.mark(Mark::KernelReconnected, None);
+    w.mark(Mark::NextCellDone, None);
+    if after.recovery.as_ref().is_some_and(|r| r.loaded) {
+        w.mark(Mark::RecoveryDone, None);
+    }
+    let new = w.ws()?.clone();
+    let pods = ws::pods(&w.ctx.client, &new.namespace, &new.name)
+        .await
+        .map_err(|e| e.to_string())?;
+    let pod = pods
+        .into_iter()
+        .find(|p| p.metadata.deletion_timestamp.is_none());
+    let mut platform = PlatformEvidence {
+        observed: true,
+        expected_snapshot_uid: w.snapshot_uid.clone(),
+        ..Default::default()
+    };
+    if let Some(pod) = &pod {
+        platform.pod_restored = snapshots::pod_restored(pod);
+        platform.restore_event = snapshots::restore_event(&w.ctx.client, pod)
+            .await
+            .map_err(|e| e.to_string())?;
+        if platform.pod_restored.is_some() {
+            w.mark(Mark::PodRestored, None);
+        }
+    }
+    let v = verdict::decide(&before, &after, &platform);
+    w.after = Some(after);
+    w.verdict = Some(v);
+    Ok(())
+}
+
+#[then(expr = "the verdict is {string}")]
+async fn verdict_is(w: &mut WsWorld, expected: String) -> StepResult {
+    decide(w).await?;
+    let v = w.verdict.as_ref().ok_or("no verdict")?;
+    let got = format!("{:?}", v.kind);
+    if got == expected {
+        return Ok(());
+    }
+    Err(format!(
+        "verdict {got}, expected {expected}{}; decided by: {}; contradictions: {:?}",
+        v.reason
+            .as_deref()
+            .map(|r| format!(" ({r})"))
+            .unwrap_or_default(),
+        v.decided_by.join("; "),
+        v.contradictions
+    ))
+}
+
+#[then(expr = "the files are unchanged")]
+async fn files_unchanged(w: &mut WsWorld) -> StepResult {
+    decide(w).await?;
+    let v = w.verdict.as_ref().ok_or("no verdict")?;
+    if v.files == FilesState::Intact {
+        Ok(())
+    } else {
+        Err(format!(
+            "files after the resume: {:?}; {}",
+            v.files,
+            v.decided_by.join("; ")
+        ))
+    }
+}
+
+#[then(expr = "a cell using the loaded model runs without reloading it")]
+async fn model_kept(w: &mut WsWorld) -> StepResult {
+    decide(w).await?;
+    let before = w
+        .before
+        .as_ref()
+        .and_then(|e| e.kernel.as_ref())
+        .and_then(|k| k.model.as_ref());
+    let after = w
+        .after
+        .as_ref()
+        .and_then(|e| e.kernel.as_ref())
+        .and_then(|k| k.model.as_ref());
+    match (before, after) {
+        (Some(b), Some(a))
+            if a.object_id == b.object_id
+                && a.weight_hash == b.weight_hash
+                && a.output_digest == b.output_digest =>
+        {
+            Ok(())
+        }
+        (Some(b), Some(a)) => Err(format!(
+            "the model was not the same object after the resume (object id {} -> {}, weights {} -> {})",
+            b.object_id, a.object_id, b.weight_hash, a.weight_hash
+        )),
+        (_, None) => {
+            Err("no model in the kernel after the resume: it would have to be reloaded".into())
+        }
+        (None, _) => Err("no model was loaded before the pause".into()),
+    }
+}
+
+#[then(expr = "the work is recovered from the files and the application checkpoint")]
+async fn recovered(w: &mut WsWorld) -> StepResult {
+    decide(w).await?;
+    match w.after.as_ref().and_then(|e| e.recovery.as_ref()) {
+        Some(r) if r.loaded => Ok(()),
+        Some(r) => Err(format!(
+            "recovery from the checkpoint failed: {}",
+            r.error.clone().unwrap_or_default()
+        )),
+        None => Err(
+            "no recovery was attempted (the process came back, or the kernel was unreachable)"
+                .into(),
+        ),
+    }
+}
+
+#[then(expr = "the phases from resume request to next cell are recorded")]
+async fn phases_recorded(w: &mut WsWorld) -> StepResult {
+    let phases = w.timeline.phases();
+    for need in ["resume_to_running", "resume_to_next_cell"] {
+        if !phases.iter().any(|p| p.name == need) {
+            return Err(format!(
+                "phase {need} was not recorded; observed: {:?}",
+                w.timeline
+                    .observations
+                    .iter()
+                    .map(|o| o.mark)
+                    .collect::<Vec<_>>()
+            ));
+        }
+    }
+    for p in &phases {
+        println!(
+            "    phase {:<24} {:>9.1} ms",
+            p.name,
+            p.duration.as_secs_f64() * 1000.0
+        );
+    }
+    Ok(())
+}
+
+#[then(expr = "the recovery time is recorded beside the restore time")]
+async fn recovery_recorded(w: &mut WsWorld) -> StepResult {
+    let phases = w.timeline.phases();
+    let get = |n: &str| phases.iter().find(|p| p.name == n).map(|p| p.duration);
+    match (get("resume_to_running"), get("resume_to_recovered")) {
+        (Some(r), Some(c)) => {
+            println!(
+                "    resume to Running {:.1} ms; resume to recovered work {:.1} ms",
+                r.as_secs_f64() * 1000.0,
+                c.as_secs_f64() * 1000.0
+            );
+            Ok(())
+        }
+        _ => Err("the recovery phase was not recorded".into()),
+    }
+}

@@ -1,0 +1,5 @@
+//! Step definitions: thin glue from Gherkin phrases to `platform`, `session` and `verdict`.
+
+pub mod capacity;
+pub mod kernel;
+pub mod workspace;

@@ -1,0 +1,284 @@
+//! Workspace lifecycle steps: create, pause, resume, state within a budget, pods, GPUs,
+//! snapshots.
+
+use cucumber::{given, then, when};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
+
+use crate::bdd::world::{StepResult, WsWorld};
+use crate::platform::crd::{Workspace, WorkspaceState};
+use crate::platform::wait::{self, WaitFor};
+use crate::platform::workspace::{self as ws, NewWorkspace};
+use crate::platform::{gpu, snapshots};
+use crate::timeline::Mark;
+
+fn state_of(name: &str) -> Result<WorkspaceState, String> {
+    match name {
+        "Running" => Ok(WorkspaceState::Running),
+        "Paused" => Ok(WorkspaceState::Paused),
+        "Pending" => Ok(WorkspaceState::Pending),
+        "Error" => Ok(WorkspaceState::Error),
+        other => Err(format!(
+            "unknown workspace state {other:?} (Running, Paused, Pending, Error)"
+        )),
+    }
+}
+
+async fn create_running(w: &mut WsWorld, kind: String) -> StepResult {
+    let cfg = w.ctx.config.clone();
+    let suffix = &uuid::Uuid::new_v4().simple().to_string()[..6];
+    let name = format!("wsgate-{suffix}");
+    let mut labels = w.ctx.labels();
+    labels.insert("wsgate.dev/scenario".into(), suffix.to_string());
+    let new = NewWorkspace {
+        namespace: cfg.target.namespace.clone(),
+        name: name.clone(),
+        kind,
+        image_config: cfg.workspace.image_config.clone(),
+        pod_config: cfg.workspace.pod_config.clone(),
+        home_pvc: format!("{name}-home"),
+        home_size: cfg.workspace.home_pvc_size.clone(),
+        labels,
+        annotations: Default::default(),
+    };
+    let client = w.ctx.client.clone();
+    ws::put_token(
+        &client,
+        &mut w.ledger,
+        &new.namespace,
+        w.ctx.token.expose(),
+        &new.labels,
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    ws::create_home(&client, &mut w.ledger, &new)
+        .await
+        .map_err(|e| e.to_string())?;
+    ws::create(&client, &mut w.ledger, &new)
+        .await
+        .map_err(|e| e.to_string())?;
+    w.mark(Mark::WorkspaceCreated, Some(name.clone()));
+    w.workspace = Some(new);
+    wait_state(w, WorkspaceState::Running, "workspace_running").await
+}
+
+#[given(expr = "a snapshot-enabled GPU workspace is Running")]
+async fn snapshot_enabled_running(w: &mut WsWorld) -> StepResult {
+    let kind = w.ctx.config.workspace.kind.clone();
+    create_running(w, kind).await
+}
+
+#[given(expr = "a GPU workspace of kind {string} is Running")]
+async fn kind_running(w: &mut WsWorld, kind: String) -> StepResult {
+    create_running(w, kind).await
+}
+
+/// Waits for a state within a named budget and records the observation.
+pub async fn wait_state(w: &mut WsWorld, state: WorkspaceState, budget: &str) -> StepResult {
+    let limit = w.budget(budget)?;
+    let new = w.ws()?.clone();
+    let api: Api<Workspace> = Api::namespaced(w.ctx.client.clone(), &new.namespace);
+    let wf = WaitFor::new(budget, limit, format!("be {state}"));
+    wait::until(&api, &new.name, &wf, ws::describe, |o| {
+        ws::is_state(o, state)
+    })
+    .await
+    .map_err(|e| e.to_string())?;
+    let resumed = w.timeline.last(Mark::ResumeRequested).is_some();
+    match state {
+        WorkspaceState::Running if resumed => w.mark(Mark::WorkspaceResumed, None),
+        WorkspaceState::Running => w.mark(Mark::WorkspaceRunning, None),
+        WorkspaceState::Paused => w.mark(Mark::WorkspacePaused, None),
+        _ => {}
+    }
+    Ok(())
+}
+
+#[then(expr = "the workspace is {word} within the {string} budget")]
+async fn is_state_within(w: &mut WsWorld, state: String, budget: String) -> StepResult {
+    let state = state_of(&state)?;
+    wait_state(w, state, &budget).await
+}
+
+#[when(expr = "the workspace is paused")]
+async fn pause(w: &mut WsWorld) -> StepResult {
+    let new = w.ws()?.clone();
+    let pods = ws::pods(&w.ctx.client, &new.namespace, &new.name)
+        .await
+        .map_err(|e| e.to_string())?;
+    w.node_before_pause = pods.iter().find_map(|p| p.spec.as_ref()?.node_name.clone());
+    w.mark(Mark::PauseRequested, None);
+    ws::set_paused(&w.ctx.client, &new.namespace, &new.name, true)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+#[when(expr = "the workspace is resumed")]
+async fn resume(w: &mut WsWorld) -> StepResult {
+    let new = w.ws()?.clone();
+    // The snapshot the resume should restore from: the newest Ready one.
+    let snaps = snapshots::of_workspace(&w.ctx.client, &new.namespace, &new.name)
+        .await
+        .map_err(|e| format!("cannot list the workspace's PodSnapshots: {e}"))?;
+    w.snapshot_uid = snaps
+        .iter()
+        .filter(|s| snapshots::is_ready(s))
+        .max_by_key(|s| s.metadata.creation_timestamp.clone())
+        .and_then(|s| s.metadata.uid.clone());
+    w.mark(Mark::ResumeRequested, w.snapshot_uid.clone());
+    ws::set_paused(&w.ctx.client, &new.namespace, &new.name, false)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+#[then(expr = "the workspace has no pod")]
+async fn no_pod(w: &mut WsWorld) -> StepResult {
+    let new = w.ws()?.clone();
+    let pods = ws::pods(&w.ctx.client, &new.namespace, &new.name)
+        .await
+        .map_err(|e| e.to_string())?;
+    if pods.is_empty() {
+        w.mark(Mark::PodGone, None);
+        Ok(())
+    } else {
+        let names: Vec<_> = pods
+            .iter()
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
+        Err(format!("the paused workspace still has pods: {names:?}"))
+    }
+}
+
+#[then(expr = "the GPU is free again within the {string} budget")]
+async fn gpu_free(w: &mut WsWorld, budget: String) -> StepResult {
+    let limit = w.budget(&budget)?;
+    let node = w
+        .node_before_pause
+        .clone()
+        .ok_or("the workspace had no pod on a node before the pause")?;
+    let deadline = tokio::time::Instant::now() + limit;
+    // The node's GPU usage comes from the pods bound there; re-read on every pod change.
+    let pods: Api<Pod> = Api::all(w.ctx.client.clone());
+    loop {
+        let nodes = gpu::nodes(&w.ctx.client).await.map_err(|e| e.to_string())?;
+        let n = nodes
+            .iter()
+            .find(|n| n.node == node)
+            .ok_or(format!("node {node} has no GPUs"))?;
+        if n.used < n.allocatable {
+            w.mark(Mark::GpuReleased, Some(node));
+            return Ok(());
+        }
+        let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if remaining.is_zero() {
+            return Err(format!(
+                "budget `{budget}` ({limit:?}) ran out: node {node} still has {}/{} GPUs in use",
+                n.used, n.allocatable
+            ));
+        }
+        // Wake on the next pod change (or at the deadline), then look again.
+        wait::next_change(
+            &pods,
+            None,
+            remaining.min(std::time::Duration::from_secs(1)),
+        )
+        .await;
+    }
+}
+
+#[then(expr = "a probe pod asking for the same accelerator gets scheduled")]
+async fn probe_pod(w: &mut WsWorld) -> StepResult {
+    let limit = w.budget("gpu_release")?;
+    let ns = w.ws()?.namespace.clone();
+    let accelerator = w.ctx.config.workspace.accelerator.clone();
+    let labels = w.ctx.labels();
+    let wf = WaitFor::new("gpu_release", limit, "be scheduled");
+    let client = w.ctx.client.clone();
+    gpu::probe_schedulable(&client, &mut w.ledger, &ns, &accelerator, &labels, &wf)
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+#[then(expr = "the workspace's PodSnapshot is Ready")]
+async fn snapshot_ready(w: &mut WsWorld) -> StepResult {
+    let new = w.ws()?.clone();
+    let snaps = snapshots::of_workspace(&w.ctx.client, &new.namespace, &new.name)
+        .await
+        .map_err(|e| format!("cannot list PodSnapshots: {e}"))?;
+    match snaps.iter().find(|s| snapshots::is_ready(s)) {
+        Some(s) => {
+            w.mark(Mark::SnapshotReady, s.metadata.name.clone());
+            Ok(())
+        }
+        None => Err(format!(
+            "no Ready PodSnapshot for workspace {}; found: {:?}",
+            new.name,
+            snaps
+                .iter()
+                .map(|s| (
+                    s.metadata.name.clone().unwrap_or_default(),
+                    snapshots::describe(s)
+                ))
+                .collect::<Vec<_>>()
+        )),
+    }
+}
+
+#[when(expr = "the workspace's snapshots are deleted")]
+async fn delete_snapshots(w: &mut WsWorld) -> StepResult {
+    let new = w.ws()?.clone();
+    snapshots::delete_all(&w.ctx.client, &new.namespace, &new.name)
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("cannot delete the PodSnapshots: {e}"))
+}
+
+#[then(expr = "the workspace's PodSnapshots are gone within the {string} budget")]
+async fn snapshots_gone(w: &mut WsWorld, budget: String) -> StepResult {
+    let limit = w.budget(&budget)?;
+    let new = w.ws()?.clone();
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let snaps = snapshots::of_workspace(&w.ctx.client, &new.namespace, &new.name)
+            .await
+            .map_err(|e| format!("cannot list PodSnapshots: {e}"))?;
+        if snaps.is_empty() {
+            w.mark(Mark::SnapshotsCleanedUp, None);
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            let left: Vec<_> = snaps
+                .iter()
+                .map(|s| {
+                    (
+                        s.metadata.name.clone().unwrap_or_default(),
+                        snapshots::describe(s),
+                    )
+                })
+                .collect();
+            let hint = if left.iter().any(|(_, st)| st == "Deleting") {
+                " (stuck in Deleting: the GKE service agent may lack roles/storage.objectUser on the bucket)"
+            } else {
+                ""
+            };
+            return Err(format!(
+                "budget `{budget}` ({limit:?}) ran out with PodSnapshots left: {left:?}{hint}"
+            ));
+        }
+        let api: Api<crate::platform::crd::PodSnapshot> =
+            Api::namespaced(w.ctx.client.clone(), &new.namespace);
+        let labels = format!(
+            "{}={}",
+            snapshots::TRIGGERED_BY,
+            snapshots::trigger_name(&new.name)
+        );
+        let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+        wait::next_change(
+            &api,
+            Some(&labels),
+            remaining.min(std::time::Duration::from_secs(1)),
+        )
+        .await;
+    }
+}

@@ -1,0 +1,103 @@
+//! The World of one scenario: its workspace, timeline, evidence, verdict and ledger.
+//! Glue state only; the logic lives in `platform`, `session` and `verdict`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::context::{self, RunContext};
+use crate::platform::ledger::Ledger;
+use crate::platform::workspace::NewWorkspace;
+use crate::session::{Evidence, MarkerPlan, Nonce};
+use crate::timeline::{Mark, Timeline};
+use crate::verdict::Verdict;
+
+/// A step failure: the message says what went wrong and in which phase.
+pub type StepResult = Result<(), String>;
+
+/// The suite was started without a run context.
+#[derive(Debug, thiserror::Error)]
+#[error("no run context installed: start the suite through `wsgate run`")]
+pub struct NoContext;
+
+#[derive(cucumber::World)]
+#[world(init = Self::new)]
+pub struct WsWorld {
+    pub ctx: Arc<RunContext>,
+    pub workspace: Option<NewWorkspace>,
+    pub ledger: Ledger,
+    pub timeline: Timeline,
+    started: Instant,
+    pub nonce: Option<Nonce>,
+    pub plan: Option<MarkerPlan>,
+    pub kernel_id: Option<String>,
+    pub before: Option<Evidence>,
+    pub after: Option<Evidence>,
+    pub verdict: Option<Verdict>,
+    /// The node the workspace's pod ran on before the pause.
+    pub node_before_pause: Option<String>,
+    /// The snapshot the resume should restore from.
+    pub snapshot_uid: Option<String>,
+    /// The most pods the workspace had at once while waiting (restore attempts).
+    pub max_pods_seen: usize,
+}
+
+impl std::fmt::Debug for WsWorld {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WsWorld")
+            .field("workspace", &self.workspace.as_ref().map(|w| &w.name))
+            .field("verdict", &self.verdict.as_ref().map(|v| v.kind))
+            .finish_non_exhaustive()
+    }
+}
+
+impl WsWorld {
+    async fn new() -> Result<Self, NoContext> {
+        let ctx = context::current().ok_or(NoContext)?;
+        Ok(Self {
+            ctx,
+            workspace: None,
+            ledger: Ledger::default(),
+            timeline: Timeline::new(chrono::Utc::now()),
+            started: Instant::now(),
+            nonce: None,
+            plan: None,
+            kernel_id: None,
+            before: None,
+            after: None,
+            verdict: None,
+            node_before_pause: None,
+            snapshot_uid: None,
+            max_pods_seen: 0,
+        })
+    }
+
+    /// Records an observation now.
+    pub fn mark(&mut self, mark: Mark, detail: Option<String>) {
+        let offset = self.started.elapsed();
+        self.timeline.push(mark, chrono::Utc::now(), offset, detail);
+    }
+
+    /// The scenario's workspace, or a failure saying a Given step is missing.
+    pub fn ws(&self) -> Result<&NewWorkspace, String> {
+        self.workspace.as_ref().ok_or_else(|| {
+            "no workspace in this scenario: start with a `Given ... workspace is Running` step"
+                .to_string()
+        })
+    }
+
+    /// A budget from the configuration by name.
+    pub fn budget(&self, name: &str) -> Result<Duration, String> {
+        self.ctx
+            .config
+            .budgets
+            .named()
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, b)| b.duration())
+            .ok_or_else(|| {
+                format!("unknown budget {name:?}: see [budgets] in `wsgate run --dry-run`")
+            })
+    }
+}

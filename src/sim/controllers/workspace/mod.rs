@@ -1,0 +1,394 @@
+//! The Kubeflow workspace controller with upstream semantics (kubeflow-workspaces.md §4-§5):
+//! for each Workspace a ServiceAccount, a StatefulSet (replicas 0 when paused) and a Service,
+//! all owned by it and found by ownerReference uid; the state derived from the pod, its
+//! events and the StatefulSet's; the status in epoch milliseconds, written only when it
+//! changes; Jupyter activity probing and auto-pause by `activityRules`. It also keeps each
+//! WorkspaceKind's `status.workspaces` count and its protection finalizer.
+//!
+//! Like upstream it knows nothing about snapshots: the GKE add-on intercepts pause by
+//! rewriting `spec.paused`, and a pod whose readiness gate holds `Ready=False` is simply
+//! not Running.
+
+pub mod activity;
+mod idle;
+mod owned;
+pub mod state;
+pub mod template;
+mod workspacekind;
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::{Ctx, Next, ObjKey, Reconciler, kind};
+use crate::sim::error::ApiError;
+use crate::sim::store::{Event, EventType, Store};
+use crate::sim::truth::Transition;
+use owned::Owned;
+use template::{Selected, WORKSPACE_LABEL};
+
+/// The finalizer a Workspace puts on its WorkspaceKind while it uses it.
+pub const KIND_FINALIZER: &str = "notebooks.kubeflow.org/workspacekind-protection";
+/// Upstream requeues a Pending Workspace after 15 s (scaled like the other intervals).
+const PENDING_REQUEUE_SECS: i64 = 15;
+/// Requeue after a failed or conflicting write.
+const RETRY: Duration = Duration::from_millis(200);
+
+/// The controller. Holds the store to map events (pods, owned objects, warning events,
+/// WorkspaceKinds) to the Workspaces they concern.
+pub struct WorkspaceController {
+    store: Arc<Store>,
+    http: OnceLock<Result<reqwest::Client, String>>,
+}
+
+fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
+    v.pointer(ptr).and_then(Value::as_str).unwrap_or("")
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+fn ws_key(namespace: &str, name: &str) -> ObjKey {
+    ObjKey {
+        kind: kind("Workspace"),
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+    }
+}
+
+fn kind_key(name: &str) -> ObjKey {
+    ObjKey {
+        kind: kind("WorkspaceKind"),
+        namespace: String::new(),
+        name: name.to_string(),
+    }
+}
+
+/// The Workspace that controls `obj`, from its ownerReferences.
+fn controlling_workspace(obj: &Value) -> Option<ObjKey> {
+    let owner = obj
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|r| {
+            str_at(r, "/kind") == "Workspace"
+                && r.get("controller").and_then(Value::as_bool) == Some(true)
+        })?;
+    Some(ws_key(
+        str_at(obj, "/metadata/namespace"),
+        str_at(owner, "/name"),
+    ))
+}
+
+/// The Workspace a pod belongs to, from its workspace-name label.
+fn labelled_workspace(pod: &Value) -> Option<ObjKey> {
+    let name = pod
+        .pointer("/metadata/labels")
+        .and_then(|l| l.get(WORKSPACE_LABEL))
+        .and_then(Value::as_str)?;
+    Some(ws_key(str_at(pod, "/metadata/namespace"), name))
+}
+
+impl WorkspaceController {
+    pub fn new(ctx: &Ctx) -> Self {
+        Self {
+            store: ctx.store.clone(),
+            http: OnceLock::new(),
+        }
+    }
+
+    fn http(&self) -> Result<&reqwest::Client, &str> {
+        self.http
+            .get_or_init(|| {
+                reqwest::Client::builder()
+                    .no_proxy()
+                    .build()
+                    .map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(String::as_str)
+    }
+
+    /// Scales a platform interval; 0 stays 0 (it disables a guard such as minRunningSeconds).
+    fn scale(ctx: &Ctx, seconds: i64) -> Duration {
+        if seconds <= 0 {
+            Duration::ZERO
+        } else {
+            ctx.profile.timing.scaled(seconds as f64)
+        }
+    }
+
+    fn workspaces_of_kind(&self, kind_name: &str) -> Vec<ObjKey> {
+        self.store
+            .all(kind("Workspace"), None)
+            .iter()
+            .filter(|w| str_at(w, "/spec/kind") == kind_name)
+            .map(|w| {
+                ws_key(
+                    str_at(w, "/metadata/namespace"),
+                    str_at(w, "/metadata/name"),
+                )
+            })
+            .collect()
+    }
+
+    fn keys_for_warning(&self, ev: &Value) -> Option<ObjKey> {
+        let ns = str_at(ev, "/involvedObject/namespace");
+        let name = str_at(ev, "/involvedObject/name");
+        match str_at(ev, "/involvedObject/kind") {
+            "Pod" => labelled_workspace(&*self.store.find(kind("Pod"), Some(ns), name)?),
+            "StatefulSet" => {
+                controlling_workspace(&*self.store.find(kind("StatefulSet"), Some(ns), name)?)
+            }
+            _ => None,
+        }
+    }
+}
+
+impl Reconciler for WorkspaceController {
+    fn name(&self) -> &'static str {
+        "workspace"
+    }
+
+    fn primary(&self) -> &'static [&'static str] {
+        &["Workspace", "WorkspaceKind"]
+    }
+
+    fn keys_for(&self, ev: &Event) -> Vec<ObjKey> {
+        let obj = &ev.object;
+        match ev.kind.kind {
+            "Workspace" => {
+                let mut keys = vec![ObjKey::of(ev.kind, obj)];
+                // The kind's counts change when a Workspace comes, goes or changes options.
+                let spec_changed = ev
+                    .previous
+                    .as_ref()
+                    .is_none_or(|p| p.get("spec") != obj.get("spec"));
+                if ev.etype != EventType::Modified || spec_changed {
+                    keys.push(kind_key(str_at(obj, "/spec/kind")));
+                    if let Some(p) = &ev.previous
+                        && str_at(p, "/spec/kind") != str_at(obj, "/spec/kind")
+                    {
+                        keys.push(kind_key(str_at(p, "/spec/kind")));
+                    }
+                }
+                keys
+            }
+            "WorkspaceKind" => {
+                let mut keys = vec![ObjKey::of(ev.kind, obj)];
+                // Upstream requeues the kind's Workspaces on generation changes only.
+                let generation = |o: &Value| o.pointer("/metadata/generation").cloned();
+                let changed = ev
+                    .previous
+                    .as_ref()
+                    .is_none_or(|p| generation(p) != generation(obj));
+                if ev.etype != EventType::Modified || changed {
+                    keys.extend(self.workspaces_of_kind(str_at(obj, "/metadata/name")));
+                }
+                keys
+            }
+            "Pod" => labelled_workspace(obj).into_iter().collect(),
+            "StatefulSet" | "Service" | "ServiceAccount" => {
+                controlling_workspace(obj).into_iter().collect()
+            }
+            "Event" if str_at(obj, "/type") == "Warning" => {
+                self.keys_for_warning(obj).into_iter().collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    async fn reconcile(&self, ctx: &Ctx, key: &ObjKey) -> Next {
+        match key.kind.kind {
+            "Workspace" => self.reconcile_workspace(ctx, key).await,
+            "WorkspaceKind" => self.reconcile_kind(ctx, &key.name),
+            _ => Next::Done,
+        }
+    }
+}
+
+impl WorkspaceController {
+    async fn reconcile_workspace(&self, ctx: &Ctx, key: &ObjKey) -> Next {
+        let Some(ws) = ctx.store.find(key.kind, key.ns(), &key.name) else {
+            return Next::Done;
+        };
+        if ws.pointer("/metadata/deletionTimestamp").is_some() {
+            return Next::Done;
+        }
+        let mut status = state::complete(ws.get("status"));
+        let kind_name = str_at(&ws, "/spec/kind");
+        let Some(wsk) = ctx.store.find(kind("WorkspaceKind"), None, kind_name) else {
+            return self.set_error(ctx, &ws, status, state::msg_unknown_kind(kind_name));
+        };
+        self.protect_kind(ctx, &wsk);
+
+        status["pendingRestart"] = json!(false);
+        let mut selected: Vec<Selected<'_>> = Vec::new();
+        for option in ["imageConfig", "podConfig"] {
+            let id = str_at(&ws, &format!("/spec/podTemplate/options/{option}"));
+            match template::select_option(&wsk, option, id) {
+                Ok(s) => {
+                    status["podTemplateOptions"][option] = s.status();
+                    if s.pending_restart() {
+                        status["pendingRestart"] = json!(true);
+                    }
+                    selected.push(s);
+                }
+                Err(e) => {
+                    let message = format!("Workspace has invalid {option}: {e}");
+                    return self.set_error(ctx, &ws, status, message);
+                }
+            }
+        }
+        let (image, pod_config) = (&selected[0], &selected[1]);
+
+        let service_account = match self.ensure_service_account(ctx, &ws) {
+            Owned::Found(sa) => str_at(&sa, "/metadata/name").to_string(),
+            Owned::Error(m) => return self.set_error(ctx, &ws, status, m),
+            Owned::Retry => return Next::After(RETRY),
+        };
+        let inputs = template::Inputs {
+            workspace: &ws,
+            kind: &wsk,
+            image,
+            pod_config,
+            service_account: &service_account,
+        };
+        let sts = match template::stateful_set(&inputs) {
+            Ok(desired) => self.ensure_owned(ctx, "StatefulSet", &ws, desired),
+            Err(e) => {
+                let message = format!("Workspace failed to generate StatefulSet with error: {e}");
+                return self.set_error(ctx, &ws, status, message);
+            }
+        };
+        let sts = match sts {
+            Owned::Found(s) => s,
+            Owned::Error(m) => return self.set_error(ctx, &ws, status, m),
+            Owned::Retry => return Next::After(RETRY),
+        };
+        let service = match template::service(&ws, image) {
+            Ok(desired) => self.ensure_owned(ctx, "Service", &ws, desired),
+            Err(e) => {
+                let message = format!("Workspace failed to generate Service with error: {e}");
+                return self.set_error(ctx, &ws, status, message);
+            }
+        };
+        match service {
+            Owned::Found(_) => {}
+            Owned::Error(m) => return self.set_error(ctx, &ws, status, m),
+            Owned::Retry => return Next::After(RETRY),
+        }
+
+        // The first StatefulSet pod is always `<sts>-0`.
+        let pod_name = format!("{}-0", str_at(&sts, "/metadata/name"));
+        let pod = ctx.store.find(kind("Pod"), key.ns(), &pod_name);
+        let paused = ws
+            .pointer("/spec/paused")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let now = now_ms();
+        let previous_state = str_at(&ws, "/status/state").to_string();
+        let pause_time = status["pauseTime"].as_i64().unwrap_or(0);
+        status["pauseTime"] = json!(state::pause_time(paused, pause_time, now));
+        status["podTemplatePod"] = state::pod_template_pod(pod.as_deref(), &service_account);
+        let events = || ctx.store.all(kind("Event"), key.ns());
+        let derived = state::derive(
+            paused,
+            pod.as_deref(),
+            || state::latest_warning(&events(), str_at(&sts, "/metadata/uid")),
+            || {
+                let uid = pod
+                    .as_deref()
+                    .map(|p| str_at(p, "/metadata/uid"))
+                    .unwrap_or("");
+                state::latest_warning(&events(), uid)
+            },
+        );
+        status["state"] = json!(derived.state.to_string());
+        status["stateMessage"] = json!(derived.message);
+        state::record_running_transition(&mut status, &previous_state, now);
+        let mut next = derived
+            .pending
+            .then(|| Self::scale(ctx, PENDING_REQUEUE_SECS));
+
+        let (pause, activity_next) = self
+            .reconcile_activity(
+                ctx,
+                &ws,
+                &wsk,
+                image,
+                pod_config,
+                pod.as_deref(),
+                &mut status,
+            )
+            .await;
+        next = match (next, activity_next) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+
+        if let Err(e) = self.write_status(ctx, &ws, status) {
+            tracing::debug!(workspace = %key.name, error = %e, "status not written; retrying");
+            return Next::After(RETRY);
+        }
+        if pause {
+            // Status first (above), then a merge patch of `spec.paused` alone.
+            let patched = ctx
+                .store
+                .modify(key.kind, key.ns(), &key.name, false, false, |cur| {
+                    let mut c = cur.clone();
+                    c["spec"]["paused"] = json!(true);
+                    Ok(c)
+                });
+            if let Err(e) = patched {
+                tracing::debug!(workspace = %key.name, error = %e, "pause not written; retrying");
+                return Next::After(RETRY);
+            }
+            tracing::debug!(workspace = %key.name, "paused for inactivity");
+            return Next::Done;
+        }
+        next.map_or(Next::Done, Next::After)
+    }
+
+    /// Writes `status` as the whole status if it differs (with the read resourceVersion, so
+    /// a stale view is refused), and records a state change as ground truth.
+    fn write_status(&self, ctx: &Ctx, ws: &Value, status: Value) -> Result<(), ApiError> {
+        if ws.get("status") == Some(&status) {
+            return Ok(());
+        }
+        let ns = str_at(ws, "/metadata/namespace");
+        let name = str_at(ws, "/metadata/name");
+        let rv = str_at(ws, "/metadata/resourceVersion").to_string();
+        let new_state = str_at(&status, "/state").to_string();
+        let node = str_at(&status, "/podTemplatePod/nodeName").to_string();
+        ctx.store
+            .modify(kind("Workspace"), Some(ns), name, true, false, |cur| {
+                let mut c = cur.clone();
+                c["metadata"]["resourceVersion"] = json!(rv);
+                c["status"] = status;
+                Ok(c)
+            })?;
+        if str_at(ws, "/status/state") != new_state {
+            ctx.truth.record(
+                Transition::WorkspaceState,
+                Some(ns),
+                name,
+                (!node.is_empty()).then_some(node.as_str()),
+                Some(new_state),
+            );
+        }
+        Ok(())
+    }
+
+    /// Upstream `updateWorkspaceState`: state `Error` with `message`, the rest as it was.
+    fn set_error(&self, ctx: &Ctx, ws: &Value, mut status: Value, message: String) -> Next {
+        status["state"] = json!("Error");
+        status["stateMessage"] = json!(message);
+        match self.write_status(ctx, ws, status) {
+            Ok(()) => Next::Done,
+            Err(_) => Next::After(RETRY),
+        }
+    }
+}
