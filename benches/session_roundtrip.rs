@@ -118,7 +118,7 @@ async fn main() {
         );
     }
     println!(
-        "server hop: +{:.3} ms at p50, +{:.3} ms at p99; ratio wsgate/floor {:.2}x at p50, {:.2}x at p99",
+        "server hop: {:+.3} ms at p50, {:+.3} ms at p99; ratio wsgate/floor {:.2}x at p50, {:.2}x at p99",
         ws.p50 - floor.p50,
         ws.p99 - floor.p99,
         ws.p50 / floor.p50,

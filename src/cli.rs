@@ -41,15 +41,15 @@ pub enum Command {
     /// Capacity-contention drill: N paused workspaces resume on M < N GPUs
     Drill(NotBuiltArgs),
     /// Workspaces in plain words: ready, paused, waiting for a GPU, restoring, error
-    Status(NotBuiltArgs),
+    Status(StatusArgs),
     /// Check a target's prerequisites (CRDs, add-on, GPU pool, RBAC) and print fixes
     Doctor(NotBuiltArgs),
     /// Remove objects that earlier wsgate runs left behind (expired or by run id)
     Janitor(NotBuiltArgs),
     /// GPU-hour accounting and idle-threshold break-even from JSON reports
-    Cost(NotBuiltArgs),
+    Cost(crate::commands::cost::CostArgs),
     /// Re-render Markdown and HTML from a JSON report, or compare two reports
-    Report(NotBuiltArgs),
+    Report(crate::commands::report::ReportArgs),
 }
 
 impl Command {
@@ -186,6 +186,12 @@ pub struct SimArgs {
 pub struct ProbeArgs {
     #[command(subcommand)]
     pub command: crate::session::probe::ProbeCommand,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
 }
 
 /// Arguments of a subcommand that is not built yet: accepted so that `--help` works and the

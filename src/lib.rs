@@ -10,14 +10,18 @@
 //! - [`platform`]: the cluster side (kube-rs): CRD types and target connection.
 //! - [`session`]: the Jupyter side: REST client and kernel websocket channel.
 //! - [`verdict`]: pure: evidence in, restore verdict out.
+//! - [`report`]: the versioned report model and its writers (JUnit, JSON, Markdown, HTML).
+//! - [`cost`]: pure: GPU-hour accounting and idle-threshold break-even from reports.
 //! - [`sim`]: the embedded simulator; the harness never imports it.
 
 pub mod bdd;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod cost;
 pub mod exit_code;
 pub mod platform;
+pub mod report;
 pub mod session;
 pub mod sim;
 pub mod timeline;

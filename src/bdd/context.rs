@@ -19,6 +19,8 @@ pub struct RunContext {
     pub simulator: bool,
     /// Every scenario's cleanup results, for the exit code and the reports.
     pub cleanup: Mutex<Vec<(String, CleanupResult)>>,
+    /// Every finished scenario's report.
+    pub scenarios: Mutex<Vec<(super::steplog::ScenarioKey, crate::report::ScenarioReport)>>,
 }
 
 impl std::fmt::Debug for RunContext {

@@ -4,7 +4,9 @@
 
 pub mod context;
 pub mod features;
+pub mod report;
 pub mod runner;
+pub mod steplog;
 pub mod steps;
 pub mod world;
 

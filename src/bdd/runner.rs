@@ -10,8 +10,10 @@ use futures::FutureExt;
 
 use super::context::{self, RunContext};
 use super::features::{self, Problem};
+use super::steplog::StepLog;
 use super::world::WsWorld;
 use crate::config::Keep;
+use crate::report::ScenarioStatus;
 
 /// What a suite run needs besides the context.
 #[derive(Debug, Clone)]
@@ -37,15 +39,13 @@ pub struct SuiteOutcome {
     pub passed: usize,
     pub failed: usize,
     pub skipped: usize,
-    pub parse_errors: usize,
-    pub hook_errors: usize,
     /// Objects cleanup could not remove.
     pub leaks: Vec<String>,
 }
 
 impl SuiteOutcome {
     pub fn exit_code(&self) -> i32 {
-        if self.failed > 0 || self.parse_errors > 0 || self.hook_errors > 0 || self.skipped > 0 {
+        if self.failed > 0 || self.skipped > 0 {
             crate::exit_code::FAILED
         } else if !self.leaks.is_empty() {
             crate::exit_code::CLEANUP_LEAK
@@ -87,18 +87,41 @@ pub async fn run(ctx: Arc<RunContext>, opts: &SuiteOptions) -> Result<SuiteOutco
         custom: cucumber::cli::Empty,
     };
     let keep = run_cfg.keep;
+    let step_log = StepLog::default();
     let writer = WsWorld::cucumber()
-        .with_writer(writer::Basic::stdout().summarized())
+        .with_writer(
+            writer::Basic::stdout()
+                .summarized()
+                .tee::<WsWorld, _>(step_log.clone())
+                .normalized(),
+        )
         .fail_on_skipped()
-        .after(move |_feature, _rule, scenario, finished, world| {
+        .after(move |feature, _rule, scenario, finished, world| {
             let failed = matches!(
                 finished,
                 cucumber::event::ScenarioFinished::StepFailed(..)
                     | cucumber::event::ScenarioFinished::BeforeHookFailed(_)
             );
             let name = scenario.name.clone();
+            let mut report = super::report::scenario_report(feature, scenario, finished);
+            let key = StepLog::key(feature, scenario);
             async move {
-                let Some(w) = world else { return };
+                let Some(w) = world else {
+                    if let Some(ctx) = context::current() {
+                        ctx.scenarios
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .push((key, report));
+                    }
+                    return;
+                };
+                // Evidence first, then cleanup: the report keeps what the scenario saw.
+                super::report::add_world(&mut report, w);
+                w.ctx
+                    .scenarios
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push((key, report));
                 let keep_it = match keep {
                     Keep::Always => true,
                     Keep::Failed => failed,
@@ -118,19 +141,29 @@ pub async fn run(ctx: Arc<RunContext>, opts: &SuiteOptions) -> Result<SuiteOutco
         .with_cli(cli)
         .run(opts.features.clone())
         .await;
-    let stats = writer.scenarios_stats();
+    {
+        let mut scenarios = ctx.scenarios.lock().unwrap_or_else(|e| e.into_inner());
+        for (key, report) in scenarios.iter_mut() {
+            super::report::add_steps(report, step_log.steps(key));
+        }
+    }
+    drop(writer);
+    let scenarios = ctx
+        .scenarios
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    let count = |st: ScenarioStatus| scenarios.iter().filter(|(_, r)| r.status == st).count();
     let leaks = ctx
         .leaks()
         .into_iter()
         .map(|(scenario, r)| format!("{} (scenario {scenario:?}): {:?}", r.object, r.outcome))
         .collect();
     Ok(SuiteOutcome {
-        scenarios: stats.passed + stats.failed + stats.skipped + stats.retried,
-        passed: stats.passed,
-        failed: stats.failed,
-        skipped: stats.skipped,
-        parse_errors: cucumber::writer::Stats::parsing_errors(&writer),
-        hook_errors: cucumber::writer::Stats::hook_errors(&writer),
+        scenarios: scenarios.len(),
+        passed: count(ScenarioStatus::Passed),
+        failed: count(ScenarioStatus::Failed),
+        skipped: count(ScenarioStatus::Skipped),
         leaks,
     })
 }

@@ -41,6 +41,8 @@ pub struct WsWorld {
     pub snapshot_uid: Option<String>,
     /// The most pods the workspace had at once while waiting (restore attempts).
     pub max_pods_seen: usize,
+    /// What the scenario did, line by line, for the report's system-out.
+    pub log: Vec<String>,
 }
 
 impl std::fmt::Debug for WsWorld {
@@ -70,12 +72,21 @@ impl WsWorld {
             node_before_pause: None,
             snapshot_uid: None,
             max_pods_seen: 0,
+            log: Vec::new(),
         })
     }
 
     /// Records an observation now.
     pub fn mark(&mut self, mark: Mark, detail: Option<String>) {
         let offset = self.started.elapsed();
+        self.log.push(format!(
+            "{:>9.1} ms  {mark:?}{}",
+            offset.as_secs_f64() * 1000.0,
+            detail
+                .as_deref()
+                .map(|d| format!(" ({d})"))
+                .unwrap_or_default()
+        ));
         self.timeline.push(mark, chrono::Utc::now(), offset, detail);
     }
 

@@ -1,7 +1,10 @@
 //! What each subcommand does, and the one error type the binary maps to exit codes.
 
+pub mod cost;
+pub mod report;
 mod run;
 mod sim;
+mod status;
 
 use crate::cli::Command;
 use crate::config::ConfigError;
@@ -24,10 +27,16 @@ pub enum CommandError {
     Suite(#[from] crate::bdd::SuiteError),
     #[error("the simulator profile cannot be used: {0}")]
     SimProfile(String),
+    #[error("{0}")]
+    Usage(String),
     #[error("`wsgate {command}` is not built yet: {what}")]
     NotBuilt { command: &'static str, what: String },
     #[error("the simulator's Jupyter runtime is not available")]
     Runtime(#[from] crate::sim::runtime::venv::VenvError),
+    #[error(transparent)]
+    Report(#[from] crate::report::ReportError),
+    #[error(transparent)]
+    Cost(#[from] crate::cost::CostError),
     #[error("cannot {what}")]
     Io {
         what: &'static str,
@@ -40,9 +49,12 @@ impl CommandError {
     /// The process exit code for this error (see [`crate::exit_code`]).
     pub fn exit_code(&self) -> i32 {
         match self {
-            CommandError::Config(_) | CommandError::Suite(_) | CommandError::SimProfile(_) => {
-                exit_code::USAGE
-            }
+            CommandError::Config(_)
+            | CommandError::Suite(_)
+            | CommandError::SimProfile(_)
+            | CommandError::Usage(_)
+            | CommandError::Report(_)
+            | CommandError::Cost(_) => exit_code::USAGE,
             CommandError::Target(_) | CommandError::Runtime(_) => exit_code::TARGET,
             CommandError::Sim(_) | CommandError::Io { .. } => exit_code::INTERNAL,
             CommandError::Probe(e) => e.exit_code(),
@@ -58,16 +70,15 @@ pub async fn dispatch(command: Command) -> Result<i32, CommandError> {
         Command::Run(args) => run::run(args).await,
         Command::Sim(args) => sim::sim(args).await,
         Command::Probe(args) => Ok(crate::session::probe::run(&args.command).await?),
-        Command::Gate(_)
-        | Command::Drill(_)
-        | Command::Status(_)
-        | Command::Doctor(_)
-        | Command::Janitor(_)
-        | Command::Cost(_)
-        | Command::Report(_) => Err(CommandError::NotBuilt {
-            command: name,
-            what: "it is planned (see the README's status table); nothing was done".to_string(),
-        }),
+        Command::Cost(args) => cost::run(args).await,
+        Command::Report(args) => report::run(args).await,
+        Command::Status(args) => status::status(args.target).await,
+        Command::Gate(_) | Command::Drill(_) | Command::Doctor(_) | Command::Janitor(_) => {
+            Err(CommandError::NotBuilt {
+                command: name,
+                what: "it is planned (see the README's status table); nothing was done".to_string(),
+            })
+        }
     }
 }
 

@@ -111,19 +111,18 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
     let features = std::path::PathBuf::from("features");
     // Check the features before anything is started or created.
     crate::bdd::features::check(&features).map_err(crate::bdd::SuiteError::Features)?;
-    let (client, sim) = match cfg.target.kind {
+    let (client, sim, server) = match cfg.target.kind {
         TargetKind::Sim => {
             let sim = start_simulator(&cfg).await?;
-            println!(
-                "target: the embedded simulator at {} (not a real cluster)",
-                sim.url()
-            );
-            (sim.client().await?, Some(sim))
+            let url = sim.url();
+            println!("target: the embedded simulator at {url} (not a real cluster)");
+            (sim.client().await?, Some(sim), url)
         }
         TargetKind::Cluster => {
             let kc = target::cluster_config(&cfg.target).await?;
-            println!("target: cluster at {}", kc.cluster_url);
-            (target::connect(kc).await?, None)
+            let url = kc.cluster_url.to_string();
+            println!("target: cluster at {url}");
+            (target::connect(kc).await?, None, url)
         }
     };
     target::check_opt_in(&client, &cfg.target.namespace).await?;
@@ -138,10 +137,21 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
         token: crate::session::Secret::new(random_hex(24)),
         simulator: sim.is_some(),
         cleanup: Default::default(),
+        scenarios: Default::default(),
         config: cfg,
     });
     println!("run id: {}", ctx.run_id);
-    let outcome = crate::bdd::run(ctx, &crate::bdd::runner::SuiteOptions { features }).await?;
+    let started_at = chrono::Utc::now();
+    let outcome =
+        crate::bdd::run(ctx.clone(), &crate::bdd::runner::SuiteOptions { features }).await?;
+    write_reports(
+        &ctx,
+        &resolved,
+        started_at,
+        server,
+        sim.as_ref().map(|s| s.token().to_string()),
+        outcome.exit_code(),
+    );
     println!(
         "{} scenarios: {} passed, {} failed, {} skipped",
         outcome.scenarios, outcome.passed, outcome.failed, outcome.skipped
@@ -153,6 +163,71 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
         sim.shutdown().await;
     }
     Ok(outcome.exit_code())
+}
+
+/// Writes every report format under `reports/<run-id>/`, with the run's secrets redacted,
+/// and prints the phase table. A report that cannot be written is a warning: the run's
+/// outcome stands.
+fn write_reports(
+    ctx: &crate::bdd::RunContext,
+    resolved: &Resolved,
+    started_at: chrono::DateTime<chrono::Utc>,
+    server: String,
+    api_token: Option<String>,
+    exit_code: i32,
+) {
+    use crate::report::{
+        CleanupEntry, Redactor, RunReport, TargetInfo, TargetKind as ReportTarget,
+    };
+    let cfg = &ctx.config;
+    let scenarios = ctx
+        .scenarios
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .map(|(_, r)| r.clone())
+        .collect();
+    let cleanup = ctx
+        .cleanup
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .map(|(scenario, r)| CleanupEntry::from_result(scenario.clone(), r.clone()))
+        .collect();
+    let report = RunReport {
+        run_id: ctx.run_id.clone(),
+        started_at,
+        finished_at: chrono::Utc::now(),
+        target: TargetInfo {
+            kind: if ctx.simulator {
+                ReportTarget::Sim
+            } else {
+                ReportTarget::Cluster
+            },
+            server,
+            namespace: cfg.target.namespace.clone(),
+        },
+        profile: resolved
+            .layers
+            .iter()
+            .find(|l| l.ends_with(".toml"))
+            .cloned(),
+        scenarios,
+        cleanup,
+        exit_code,
+        ..Default::default()
+    };
+    print!("{}", crate::report::phase_table(&report));
+    let mut secrets = vec![ctx.token.expose().to_string()];
+    secrets.extend(api_token);
+    match crate::report::write_all(&report, &cfg.reports.dir, &Redactor::new(secrets)) {
+        Ok(files) => {
+            if let Some(first) = files.first().and_then(|f| f.parent()) {
+                println!("reports: {}/", first.display());
+            }
+        }
+        Err(e) => eprintln!("warning: cannot write the reports: {e}"),
+    }
 }
 
 /// Starts the embedded simulator with the configured profile and runtime.

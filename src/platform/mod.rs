@@ -5,6 +5,7 @@ pub mod crd;
 pub mod gpu;
 pub mod ledger;
 pub mod snapshots;
+pub mod status;
 pub mod target;
 pub mod wait;
 pub mod workspace;

@@ -67,10 +67,10 @@ pub fn trigger_name(ws: &str) -> String {
 pub struct SnapshotAddon {
     /// `lose-home-files`: Workspaces (uid) seen paused, and whether their files went yet.
     pauses: Mutex<HashMap<String, bool>>,
+    /// Workspace (uid) -> the checkpoint (its started-at) and the trigger (uid) created for it.
+    triggers: Mutex<HashMap<String, (String, String)>>,
     /// Pods (uid) that `duplicate-restore-attempts` already doubled.
     doubled: Mutex<HashSet<String>>,
-    /// Workspaces (uid) whose checkpoint failed: their pause goes through unheld.
-    released: Mutex<HashSet<String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -171,17 +171,12 @@ impl Reconciler for SnapshotAddon {
             .filter(|p| phase(p) == "Running" && !requests_tpu(p))
             .cloned();
         let paused = ws.pointer("/spec/paused") == Some(&json!(true));
-        if !paused {
-            lock(&self.released).remove(uid_of(&ws));
-        }
-        let released = lock(&self.released).contains(uid_of(&ws));
         let checkpointing = state.as_deref() == Some("Checkpointing");
         if paused
-            && !released
-            && state.as_deref() != Some("Ready")
+            && !matches!(state.as_deref(), Some("Ready" | "Failed"))
             && (running.is_some() || checkpointing)
         {
-            return self.hold(ctx, key, running.as_deref(), checkpointing);
+            return self.hold(ctx, key, running.as_deref());
         }
         match state.as_deref() {
             Some("Checkpointing") => self.checkpointing(ctx, key, &ws, running.as_deref()),
@@ -192,6 +187,10 @@ impl Reconciler for SnapshotAddon {
                 Next::Done
             }
             Some("Restoring") if !paused => self.restoring(ctx, key, &ws, &pods),
+            Some("Failed") if !paused => {
+                update_ws(ctx, key, clear_state);
+                Next::Done
+            }
             _ => Next::Done,
         }
     }
@@ -287,20 +286,11 @@ fn prepare_pod(ctx: &Ctx, ws: &Value, pod: &Value, state: Option<&str>) {
 
 impl SnapshotAddon {
     /// The pause webhook's effect: hold the pause and drain the pod.
-    fn hold(&self, ctx: &Ctx, key: &ObjKey, pod: Option<&Value>, checkpointing: bool) -> Next {
+    fn hold(&self, ctx: &Ctx, key: &ObjKey, pod: Option<&Value>) -> Next {
         let now = now_ms();
         update_ws(ctx, key, |w| {
             hold_pause(w, &now);
         });
-        if !checkpointing {
-            // A new checkpoint gets a new trigger (a finished one is never re-run).
-            let _ = ctx.store.delete(
-                kind("PodSnapshotManualTrigger"),
-                key.ns(),
-                &trigger_name(&key.name),
-                &DeleteOptions::default(),
-            );
-        }
         if let Some(p) = pod {
             set_active(ctx, p, false);
         }
@@ -314,6 +304,15 @@ impl SnapshotAddon {
             key.ns(),
             &trigger_name(&key.name),
         );
+        // A trigger left from an earlier pause (a failed one) is never re-run.
+        let started = annotation(ws, CHECKPOINT_STARTED_AT)
+            .unwrap_or("")
+            .to_string();
+        let trigger = trigger.filter(|t| {
+            lock(&self.triggers)
+                .get(uid_of(ws))
+                .is_some_and(|(s, u)| *s == started && u == uid_of(t))
+        });
         let Some(pod) = pod else {
             if trigger.is_none() {
                 // The pod went away before the checkpoint began: let the pause through.
@@ -335,15 +334,13 @@ impl SnapshotAddon {
         self.ensure_policy(ctx, ws, &key.name, ns);
         let trigger = match trigger {
             Some(t) if str_at(&t, "/spec/targetPod") == Some(name_of(pod)) => t,
-            stale => {
-                if stale.is_some() {
-                    let _ = ctx.store.delete(
-                        kind("PodSnapshotManualTrigger"),
-                        key.ns(),
-                        &trigger_name(&key.name),
-                        &DeleteOptions::default(),
-                    );
-                }
+            _ => {
+                let _ = ctx.store.delete(
+                    kind("PodSnapshotManualTrigger"),
+                    key.ns(),
+                    &trigger_name(&key.name),
+                    &DeleteOptions::default(),
+                );
                 let t = json!({
                     "metadata": {"name": trigger_name(&key.name), "ownerReferences": [{
                         "apiVersion": "kubeflow.org/v1beta1", "kind": "Workspace",
@@ -351,12 +348,18 @@ impl SnapshotAddon {
                         "controller": true, "blockOwnerDeletion": true}]},
                     "spec": {"targetPod": name_of(pod)},
                 });
-                if let Err(e) =
-                    ctx.store
-                        .create(kind("PodSnapshotManualTrigger"), key.ns(), t, false)
+                match ctx
+                    .store
+                    .create(kind("PodSnapshotManualTrigger"), key.ns(), t, false)
                 {
-                    tracing::warn!(error = %e.message, "cannot create the trigger");
-                    return Next::After(Duration::from_millis(500));
+                    Ok(t) => {
+                        lock(&self.triggers)
+                            .insert(uid_of(ws).to_string(), (started, uid_of(&t).to_string()));
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e.message, "cannot create the trigger");
+                        return Next::After(Duration::from_millis(500));
+                    }
                 }
                 return Next::Done;
             }
@@ -408,12 +411,14 @@ impl SnapshotAddon {
         }
     }
 
-    /// No snapshot: the pause goes through as upstream's (the resume will cold-start).
+    /// No snapshot: the pause goes through as upstream's (the resume will cold-start), marked
+    /// `checkpoint-state: Failed` until the resume (the real add-on's failure handling is
+    /// not documented; this is the simulator's choice).
     fn give_up(&self, ctx: &Ctx, key: &ObjKey, ws: &Value, why: &str) -> Next {
-        lock(&self.released).insert(uid_of(ws).to_string());
         update_ws(ctx, key, |w| {
             w["spec"]["paused"] = json!(true);
             clear_state(w);
+            w["metadata"]["annotations"][CHECKPOINT_STATE] = json!("Failed");
         });
         events::record(
             ctx,

@@ -79,6 +79,14 @@ pub type Lister<'a> = &'a dyn Fn(&KindInfo, Option<&str>) -> Vec<Arc<Value>>;
 pub type Admission =
     dyn Fn(&KindInfo, &Value, Lister<'_>) -> Result<(), ApiError> + Send + Sync + 'static;
 
+/// A mutating admission hook, run under the store's lock on every create (`old` is `None`)
+/// and every write through the main resource (not `/status`), before the object is
+/// validated and stored: it may change the object, like a mutating webhook.
+pub type Mutation = dyn Fn(&KindInfo, Option<&Value>, &mut Value, Lister<'_>) -> Result<(), ApiError>
+    + Send
+    + Sync
+    + 'static;
+
 struct Inner {
     rv: u64,
     objects: HashMap<&'static str, BTreeMap<Key, Arc<Value>>>,
@@ -90,6 +98,7 @@ pub struct Store {
     inner: Mutex<Inner>,
     tx: broadcast::Sender<Arc<Event>>,
     admission: std::sync::RwLock<Vec<Box<Admission>>>,
+    mutations: std::sync::RwLock<Vec<Box<Mutation>>>,
     /// Whether a kubelet finishes pod deletion (graceful deletion); without one (the bare
     /// API server) bound pods are deleted at once.
     graceful_pods: std::sync::atomic::AtomicBool,
@@ -116,6 +125,7 @@ impl Store {
             }),
             tx,
             admission: std::sync::RwLock::new(Vec::new()),
+            mutations: std::sync::RwLock::new(Vec::new()),
             graceful_pods: std::sync::atomic::AtomicBool::new(false),
         })
     }
@@ -132,6 +142,40 @@ impl Store {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .push(check);
+    }
+
+    /// Adds a mutating hook (see [`Mutation`]).
+    pub fn add_mutation(&self, hook: Box<Mutation>) {
+        self.mutations
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(hook);
+    }
+
+    fn mutate(
+        &self,
+        inner: &Inner,
+        kind: &KindInfo,
+        old: Option<&Value>,
+        obj: &mut Value,
+    ) -> Result<(), ApiError> {
+        let hooks = self.mutations.read().unwrap_or_else(|e| e.into_inner());
+        if hooks.is_empty() {
+            return Ok(());
+        }
+        let lister = |k: &KindInfo, ns: Option<&str>| {
+            Self::list_locked(
+                inner,
+                k,
+                ns,
+                &LabelSelector::default(),
+                &FieldSelector::default(),
+            )
+        };
+        for hook in hooks.iter() {
+            hook(kind, old, obj, &lister)?;
+        }
+        Ok(())
     }
 
     /// Turns on graceful pod deletion (a kubelet will finish it).
@@ -431,6 +475,9 @@ impl Store {
             return Err(ApiError::stale(kind, name));
         }
         let mut next = meta::merge_for_write(kind, &current, desired, status_write);
+        if !status_write {
+            self.mutate(&inner, kind, Some(&current), &mut next)?;
+        }
         // Compare and store without empty metadata collections (see `commit`).
         meta::drop_empty_metadata(&mut next);
         next["apiVersion"] = json!(kind.api_version());

@@ -281,3 +281,46 @@ fn subscribe_replays_after_rv_and_expires_after_compaction() {
             .is_ok()
     );
 }
+
+#[test]
+fn mutations_rewrite_creates_and_main_resource_writes_but_not_status() {
+    let s = store_with_ns();
+    s.add_mutation(Box::new(|kind, old, obj, _list| {
+        if kind.kind == "Workspace" {
+            // Like the snapshot add-on: a pause is held back while a checkpoint runs.
+            let pausing =
+                old.is_some_and(|o| o["spec"]["paused"] == false) && obj["spec"]["paused"] == true;
+            if pausing {
+                obj["spec"]["paused"] = json!(false);
+                obj["metadata"]["annotations"]["held"] = json!("yes");
+            }
+            if old.is_none() {
+                obj["metadata"]["labels"]["mutated"] = json!("on-create");
+            }
+        }
+        Ok(())
+    }));
+    let k = kind("workspaces");
+    let w = s.create(k, Some("n"), ws("a"), false).unwrap();
+    assert_eq!(w["metadata"]["labels"]["mutated"], "on-create");
+    let w = s
+        .modify(k, Some("n"), "a", false, false, |cur| {
+            let mut c = cur.clone();
+            c["spec"]["paused"] = json!(true);
+            Ok(c)
+        })
+        .unwrap();
+    assert_eq!(
+        w["spec"]["paused"], false,
+        "the pause was rewritten inside the same write"
+    );
+    assert_eq!(w["metadata"]["annotations"]["held"], "yes");
+    let w = s
+        .modify(k, Some("n"), "a", true, false, |cur| {
+            let mut c = cur.clone();
+            c["status"] = json!({"state": "Running"});
+            Ok(c)
+        })
+        .unwrap();
+    assert_eq!(w["status"]["state"], "Running");
+}

@@ -8,16 +8,26 @@
 //!   readiness gate `podsnapshot.gke.kubeflow.org/active` and, on resume,
 //!   `podsnapshot.gke.io/ps-name: <last checkpoint>`.
 //!
-//! The simulator's store has no mutating admission yet, so the add-on applies these right
-//! after the write, from its reconcile. They are kept pure so that a store-level mutating
-//! hook can call them at admission time, which closes the window in which the workspace
-//! controller sees `paused: true`.
+//! [`mutate`] is the store's mutating admission hook (`Store::add_mutation`), so that no
+//! other controller ever sees a held pause as `paused: true`. The add-on's reconcile applies
+//! the same changes again right after a write (idempotent), for stores without the hook.
 
 use serde_json::{Value, json};
 
-use crate::sim::controllers::agent::{PS_NAME, annotation, str_at};
+use super::DUPLICATE_OF;
+use crate::sim::controllers::agent::{
+    PS_NAME, annotation, is_deleting, label, name_of, now_ms, str_at,
+};
+use crate::sim::controllers::kind;
+use crate::sim::controllers::kubelet::WORKSPACE_LABEL;
+use crate::sim::controllers::scheduler::set_condition;
+use crate::sim::error::ApiError;
+use crate::sim::kinds::KindInfo;
+use crate::sim::seed::SNAPSHOT_ENABLED;
+use crate::sim::store::Lister;
 
-/// `podsnapshot.gke.kubeflow.org/checkpoint-state`: `Checkpointing`, `Ready` or `Restoring`.
+/// `podsnapshot.gke.kubeflow.org/checkpoint-state`: `Checkpointing`, `Ready` or `Restoring`
+/// (and, in the simulator, `Failed` after a failed checkpoint until the resume).
 pub const CHECKPOINT_STATE: &str = "podsnapshot.gke.kubeflow.org/checkpoint-state";
 /// When the add-on caught the pause (RFC 3339, ms).
 pub const CHECKPOINT_STARTED_AT: &str = "podsnapshot.gke.kubeflow.org/checkpoint-started-at";
@@ -92,6 +102,85 @@ pub fn inject_pod(pod: &mut Value, last_checkpoint: Option<&str>) -> bool {
         changed = true;
     }
     changed
+}
+
+/// The mutating admission hook: holds pauses (Workspace updates) and prepares pods (Pod
+/// creates) of snapshot-enabled Workspaces.
+pub fn mutate(
+    kind_info: &KindInfo,
+    old: Option<&Value>,
+    new: &mut Value,
+    list: Lister<'_>,
+) -> Result<(), ApiError> {
+    match (kind_info.kind, old) {
+        ("Workspace", Some(old)) => hold_on_update(old, new, list),
+        ("Pod", None) => prepare_on_create(new, list),
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The add-on's setting on the Workspace, else on its WorkspaceKind.
+fn enabled_with(ws: &Value, list: Lister<'_>) -> bool {
+    let value = annotation(ws, SNAPSHOT_ENABLED)
+        .map(str::to_string)
+        .or_else(|| {
+            let kind_name = str_at(ws, "/spec/kind")?;
+            list(kind("WorkspaceKind"), None)
+                .iter()
+                .find(|k| name_of(k) == kind_name)
+                .and_then(|k| annotation(k, SNAPSHOT_ENABLED).map(str::to_string))
+        });
+    value.as_deref() == Some("true")
+}
+
+fn hold_on_update(old: &Value, new: &mut Value, list: Lister<'_>) {
+    let pausing = old.pointer("/spec/paused") != Some(&json!(true))
+        && new.pointer("/spec/paused") == Some(&json!(true));
+    let state = annotation(new, CHECKPOINT_STATE);
+    if !pausing || matches!(state, Some("Ready" | "Failed")) || !enabled_with(new, list) {
+        return;
+    }
+    let checkpointing = state == Some("Checkpointing");
+    let name = name_of(new).to_string();
+    let running = list(kind("Pod"), str_at(new, "/metadata/namespace"))
+        .iter()
+        .any(|p| {
+            label(p, WORKSPACE_LABEL) == Some(name.as_str())
+                && str_at(p, "/status/phase") == Some("Running")
+                && !is_deleting(p)
+                && annotation(p, DUPLICATE_OF).is_none()
+                && !requests_tpu(p)
+        });
+    if running || checkpointing {
+        hold_pause(new, &now_ms());
+    }
+}
+
+fn prepare_on_create(pod: &mut Value, list: Lister<'_>) {
+    let Some(ws_name) = label(pod, WORKSPACE_LABEL).map(str::to_string) else {
+        return;
+    };
+    let ws = list(kind("Workspace"), str_at(pod, "/metadata/namespace"))
+        .into_iter()
+        .find(|w| name_of(w) == ws_name);
+    let Some(ws) = ws else { return };
+    if !enabled_with(&ws, list) || requests_tpu(pod) {
+        return;
+    }
+    let state = annotation(&ws, CHECKPOINT_STATE);
+    let pin = match state {
+        Some("Ready" | "Restoring") => annotation(&ws, LAST_CHECKPOINT_NAME),
+        _ => None,
+    };
+    inject_pod(pod, pin);
+    let active = if state == Some("Checkpointing") {
+        "False"
+    } else {
+        "True"
+    };
+    let now = crate::sim::store::meta::now_rfc3339();
+    set_condition(pod, ACTIVE_GATE, active, None, None, &now);
 }
 
 /// Removes the add-on's state annotations from a Workspace.

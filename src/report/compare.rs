@@ -1,0 +1,419 @@
+//! Two runs side by side: which scenarios started failing, whose verdict changed, and which
+//! phases got slower (or faster) by more than a threshold. Scenarios are matched by feature
+//! and name (the n-th of equal names with the n-th, for drills and outlines).
+
+use std::fmt::Write;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::fmt::{duration, phase_label, signed_duration};
+use super::model::{RunReport, ScenarioReport, ScenarioStatus};
+
+/// When a phase change counts.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Threshold {
+    /// Relative change, in percent of the baseline.
+    pub percent: f64,
+    /// Absolute change; smaller changes are noise whatever their percentage.
+    #[serde(with = "secs")]
+    pub min_delta: Duration,
+}
+
+impl Default for Threshold {
+    fn default() -> Self {
+        Self {
+            percent: 20.0,
+            min_delta: Duration::from_secs(1),
+        }
+    }
+}
+
+/// One phase of one scenario in both runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PhaseDelta {
+    pub phase: String,
+    #[serde(with = "secs")]
+    pub before: Duration,
+    #[serde(with = "secs")]
+    pub after: Duration,
+    /// Percent change against `before` (infinite when `before` is zero).
+    pub percent: f64,
+}
+
+/// One scenario in both runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScenarioDelta {
+    pub feature: String,
+    pub name: String,
+    pub status_before: ScenarioStatus,
+    pub status_after: ScenarioStatus,
+    pub verdict_before: Option<String>,
+    pub verdict_after: Option<String>,
+    /// The failure message in the second run, when it started failing.
+    pub failure_after: Option<String>,
+    /// Phases beyond the threshold, slower.
+    pub slower: Vec<PhaseDelta>,
+    /// Phases beyond the threshold, faster.
+    pub faster: Vec<PhaseDelta>,
+    /// Phases measured before but not after.
+    pub no_longer_measured: Vec<String>,
+}
+
+impl ScenarioDelta {
+    /// Passed before, failed now.
+    pub fn started_failing(&self) -> bool {
+        self.status_before == ScenarioStatus::Passed && self.status_after == ScenarioStatus::Failed
+    }
+
+    /// Failed before, passes now.
+    pub fn fixed(&self) -> bool {
+        self.status_before == ScenarioStatus::Failed && self.status_after == ScenarioStatus::Passed
+    }
+
+    /// The verdict changed between the runs.
+    pub fn verdict_changed(&self) -> bool {
+        self.verdict_before.is_some() && self.verdict_before != self.verdict_after
+    }
+
+    fn label(&self) -> String {
+        format!("{} › {}", self.feature, self.name)
+    }
+}
+
+/// The comparison of run `before` (A) with run `after` (B).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Comparison {
+    pub before_run: String,
+    pub after_run: String,
+    pub threshold: Threshold,
+    pub scenarios: Vec<ScenarioDelta>,
+    /// In A only (`feature › name`).
+    pub removed: Vec<String>,
+    /// In B only.
+    pub added: Vec<String>,
+}
+
+impl Comparison {
+    /// Scenarios that started failing, changed verdict, or have a slower phase.
+    pub fn regressions(&self) -> usize {
+        self.scenarios
+            .iter()
+            .filter(|s| s.started_failing() || s.verdict_changed() || !s.slower.is_empty())
+            .count()
+    }
+}
+
+/// Compares `before` (A) with `after` (B).
+pub fn compare(before: &RunReport, after: &RunReport, threshold: Threshold) -> Comparison {
+    let key = |s: &ScenarioReport| (s.feature.clone(), s.name.clone());
+    let mut used = vec![false; after.scenarios.len()];
+    let mut scenarios = Vec::new();
+    let mut removed = Vec::new();
+    for a in &before.scenarios {
+        let found = after
+            .scenarios
+            .iter()
+            .enumerate()
+            .find(|(i, b)| !used[*i] && key(b) == key(a));
+        match found {
+            Some((i, b)) => {
+                used[i] = true;
+                scenarios.push(delta(a, b, threshold));
+            }
+            None => removed.push(format!("{} › {}", a.feature, a.name)),
+        }
+    }
+    let added = after
+        .scenarios
+        .iter()
+        .zip(&used)
+        .filter(|(_, u)| !**u)
+        .map(|(b, _)| format!("{} › {}", b.feature, b.name))
+        .collect();
+    Comparison {
+        before_run: before.run_id.clone(),
+        after_run: after.run_id.clone(),
+        threshold,
+        scenarios,
+        removed,
+        added,
+    }
+}
+
+fn delta(a: &ScenarioReport, b: &ScenarioReport, t: Threshold) -> ScenarioDelta {
+    let mut slower = Vec::new();
+    let mut faster = Vec::new();
+    let mut no_longer_measured = Vec::new();
+    for p in &a.phases {
+        let Some(after) = b.phase(&p.name) else {
+            no_longer_measured.push(p.name.clone());
+            continue;
+        };
+        let before = p.duration;
+        let change = after.abs_diff(before);
+        let percent = if before.is_zero() {
+            f64::INFINITY
+        } else {
+            (after.as_secs_f64() - before.as_secs_f64()) / before.as_secs_f64() * 100.0
+        };
+        if change < t.min_delta || percent.abs() <= t.percent {
+            continue;
+        }
+        let d = PhaseDelta {
+            phase: p.name.clone(),
+            before,
+            after,
+            percent,
+        };
+        if after > before {
+            slower.push(d);
+        } else {
+            faster.push(d);
+        }
+    }
+    let failure_after = (b.status == ScenarioStatus::Failed)
+        .then(|| super::failure_summary(b).map(|f| f.message))
+        .flatten();
+    ScenarioDelta {
+        feature: a.feature.clone(),
+        name: a.name.clone(),
+        status_before: a.status,
+        status_after: b.status,
+        verdict_before: a.verdict.as_ref().map(|v| v.kind.to_string()),
+        verdict_after: b.verdict.as_ref().map(|v| v.kind.to_string()),
+        failure_after,
+        slower,
+        faster,
+        no_longer_measured,
+    }
+}
+
+/// The comparison for a terminal.
+pub fn render(c: &Comparison) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "A = {}, B = {}; a phase counts when it changed by more than {}% and at least {}\n",
+        c.before_run,
+        c.after_run,
+        c.threshold.percent,
+        duration(c.threshold.min_delta)
+    );
+    let failing: Vec<_> = c.scenarios.iter().filter(|s| s.started_failing()).collect();
+    if !failing.is_empty() {
+        let _ = writeln!(out, "Started failing ({}):", failing.len());
+        for s in failing {
+            let _ = writeln!(out, "  ✘ {}", s.label());
+            if let Some(f) = &s.failure_after {
+                let _ = writeln!(out, "      {f}");
+            }
+        }
+        out.push('\n');
+    }
+    let verdicts: Vec<_> = c.scenarios.iter().filter(|s| s.verdict_changed()).collect();
+    if !verdicts.is_empty() {
+        let _ = writeln!(out, "Verdict changed ({}):", verdicts.len());
+        for s in verdicts {
+            let _ = writeln!(
+                out,
+                "  {}: {} → {}",
+                s.label(),
+                s.verdict_before.as_deref().unwrap_or("none"),
+                s.verdict_after.as_deref().unwrap_or("none")
+            );
+        }
+        out.push('\n');
+    }
+    phase_section(&mut out, "Slower", c, |s| &s.slower);
+    phase_section(&mut out, "Faster", c, |s| &s.faster);
+    let fixed: Vec<_> = c.scenarios.iter().filter(|s| s.fixed()).collect();
+    if !fixed.is_empty() {
+        let _ = writeln!(out, "Fixed ({}):", fixed.len());
+        for s in fixed {
+            let _ = writeln!(out, "  ✔ {}", s.label());
+        }
+        out.push('\n');
+    }
+    for (title, list) in [("Only in A", &c.removed), ("Only in B", &c.added)] {
+        if !list.is_empty() {
+            let _ = writeln!(out, "{title} ({}):", list.len());
+            for l in list {
+                let _ = writeln!(out, "  {l}");
+            }
+            out.push('\n');
+        }
+    }
+    let n = c.regressions();
+    if n == 0 {
+        let _ = writeln!(
+            out,
+            "No regressions in {} matched scenarios.",
+            c.scenarios.len()
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "{n} of {} matched scenarios regressed.",
+            c.scenarios.len()
+        );
+    }
+    out
+}
+
+fn phase_section(
+    out: &mut String,
+    title: &str,
+    c: &Comparison,
+    pick: impl Fn(&ScenarioDelta) -> &Vec<PhaseDelta>,
+) {
+    let rows: Vec<_> = c
+        .scenarios
+        .iter()
+        .flat_map(|s| pick(s).iter().map(move |d| (s, d)))
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "{title} ({}):", rows.len());
+    for (s, d) in rows {
+        let pct = if d.percent.is_finite() {
+            format!("{:+.0}%", d.percent)
+        } else {
+            "new".to_string()
+        };
+        let _ = writeln!(
+            out,
+            "  {}: {} {} → {} ({}, {pct})",
+            s.label(),
+            phase_label(&d.phase),
+            duration(d.before),
+            duration(d.after),
+            signed_duration(d.before, d.after)
+        );
+    }
+    out.push('\n');
+}
+
+/// Durations as seconds in the JSON output.
+mod secs {
+    use serde::Serializer;
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::timeline::PhaseDuration;
+
+    fn scenario(name: &str, status: ScenarioStatus, phases: &[(&str, u64)]) -> ScenarioReport {
+        let mut s = ScenarioReport::new("Pause", name);
+        s.status = status;
+        s.phases = phases
+            .iter()
+            .map(|(n, ms)| PhaseDuration {
+                name: n.to_string(),
+                duration: Duration::from_millis(*ms),
+            })
+            .collect();
+        s
+    }
+
+    fn run(id: &str, scenarios: Vec<ScenarioReport>) -> RunReport {
+        RunReport {
+            run_id: id.into(),
+            scenarios,
+            ..RunReport::default()
+        }
+    }
+
+    #[test]
+    fn slower_needs_both_the_percentage_and_the_absolute_delta() {
+        let a = run(
+            "A",
+            vec![scenario(
+                "s",
+                ScenarioStatus::Passed,
+                &[
+                    ("resume_to_running", 12_000),
+                    ("resume_to_scheduled", 200),
+                    ("pause_to_gpu_free", 120_000),
+                    ("resume_to_next_cell", 15_000),
+                ],
+            )],
+        );
+        let b = run(
+            "B",
+            vec![scenario(
+                "s",
+                ScenarioStatus::Passed,
+                &[
+                    ("resume_to_running", 18_500),  // +54%, +6.5 s: slower
+                    ("resume_to_scheduled", 900),   // +350% but +0.7 s: noise
+                    ("pause_to_gpu_free", 130_000), // +8%: under the threshold
+                    ("resume_to_next_cell", 9_000), // -40%: faster
+                ],
+            )],
+        );
+        let c = compare(&a, &b, Threshold::default());
+        let s = &c.scenarios[0];
+        assert_eq!(s.slower.len(), 1, "{s:?}");
+        assert_eq!(s.slower[0].phase, "resume_to_running");
+        assert!((s.slower[0].percent - 54.17).abs() < 0.01);
+        assert_eq!(s.faster.len(), 1);
+        assert_eq!(c.regressions(), 1);
+        let text = render(&c);
+        assert!(
+            text.contains("resume → Running 12.0 s → 18.5 s (+6.5 s, +54%)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("1 of 1 matched scenarios regressed"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn started_failing_removed_added_and_repeated_names() {
+        let a = run(
+            "A",
+            vec![
+                scenario("d", ScenarioStatus::Passed, &[("resume_to_running", 1000)]),
+                scenario("d", ScenarioStatus::Passed, &[("resume_to_running", 1000)]),
+                scenario("gone", ScenarioStatus::Passed, &[]),
+            ],
+        );
+        let mut failing = scenario("d", ScenarioStatus::Failed, &[]);
+        failing.failure = Some("budget resume_to_running ran out".into());
+        let b = run(
+            "B",
+            vec![
+                scenario("d", ScenarioStatus::Passed, &[("resume_to_running", 1000)]),
+                failing,
+                scenario("new", ScenarioStatus::Passed, &[]),
+            ],
+        );
+        let c = compare(&a, &b, Threshold::default());
+        assert_eq!(c.scenarios.len(), 2);
+        assert!(!c.scenarios[0].started_failing());
+        assert!(c.scenarios[1].started_failing());
+        assert_eq!(c.scenarios[1].no_longer_measured, ["resume_to_running"]);
+        assert_eq!(c.removed, ["Pause › gone"]);
+        assert_eq!(c.added, ["Pause › new"]);
+        assert_eq!(c.regressions(), 1);
+        let text = render(&c);
+        assert!(
+            text.contains(
+                "Started failing (1):\n  ✘ Pause › d\n      budget resume_to_running ran out"
+            ),
+            "{text}"
+        );
+        let same = compare(&a, &a, Threshold::default());
+        assert_eq!(same.regressions(), 0);
+        assert!(render(&same).contains("No regressions in 3 matched scenarios."));
+    }
+}

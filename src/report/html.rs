@@ -1,0 +1,258 @@
+//! One self-contained HTML page (inline CSS, inline SVG, no external assets, no scripts):
+//! the run header, the scenario table, histograms of the key phases when there are many
+//! scenarios (drills), and per scenario its SVG timeline, phases, steps, verdict and log.
+
+use std::fmt::Write;
+use std::time::Duration;
+
+use super::failure::failure_summary;
+use super::fmt::{KEY_PHASES, bytes, duration, html, phase_label};
+use super::markdown::{icon, target_words};
+use super::model::{RunReport, ScenarioReport, StepStatus};
+use super::svg;
+use crate::platform::ledger::CleanupOutcome;
+
+/// From this many measured values on, a key phase gets a histogram.
+pub const HISTOGRAM_MIN: usize = 8;
+
+const CSS: &str = "body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:1100px;color:#1f2328;padding:0 16px}\
+h1{font-size:22px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #d0d7de}h3{font-size:15px;margin-bottom:4px}\
+table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #d0d7de;padding:4px 8px;text-align:left;vertical-align:top}\
+td.num{text-align:right;font-variant-numeric:tabular-nums}th{background:#f6f8fa}\
+.passed{color:#1a7f37}.failed{color:#cf222e}.skipped,.not_run{color:#6e7781}\
+.badge{display:inline-block;padding:1px 8px;border-radius:10px;background:#ddf4ff;font-size:12px}\
+.badge.sim{background:#fff8c5}pre{background:#f6f8fa;padding:8px;overflow-x:auto;white-space:pre-wrap}\
+section.scenario{border:1px solid #d0d7de;border-radius:6px;padding:4px 16px 12px;margin:16px 0}\
+svg text{font:11px system-ui,sans-serif;fill:#1f2328}svg text.mark,svg text.band,svg text.gap,svg text.count{text-anchor:middle}\
+svg text.hi{text-anchor:end}svg .axis{stroke:#57606a;stroke-width:1.5}svg .tick{stroke:#57606a;stroke-width:2}\
+svg .lead{stroke:#afb8c1;stroke-dasharray:2 2}svg .gap{fill:#fff;stroke:#afb8c1;stroke-dasharray:3 3}\
+svg .b-pause{fill:#f5a524}svg .b-resume{fill:#4b8df8}svg .b-wait{fill:#e5534b}svg .b-cell{fill:#2da44e}\
+svg text.band{fill:#fff;font-weight:600}svg .bar{fill:#4b8df8}figure{margin:12px 0}figcaption{font-weight:600}";
+
+/// The HTML page of `report`.
+pub fn html_page(report: &RunReport) -> String {
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>wsgate run {}</title><style>{CSS}</style></head><body>\n",
+        html(&report.run_id)
+    );
+    header(&mut out, report);
+    table(&mut out, report);
+    histograms(&mut out, report);
+    for (i, s) in report.scenarios.iter().enumerate() {
+        scenario(&mut out, i, s);
+    }
+    cleanup(&mut out, report);
+    out.push_str("</body></html>\n");
+    out
+}
+
+fn header(out: &mut String, r: &RunReport) {
+    let (class, kind) = match r.target.kind {
+        super::TargetKind::Sim => ("badge sim", "simulator"),
+        super::TargetKind::Cluster => ("badge", "cluster"),
+    };
+    let _ = write!(
+        out,
+        "<h1>wsgate run {} <span class=\"{class}\">{kind}</span></h1>\n<p>Target: {}, namespace <code>{}</code>",
+        html(&r.run_id),
+        html(&target_words(r)),
+        html(&r.target.namespace)
+    );
+    if let Some(p) = &r.profile {
+        let _ = write!(out, "; profile <code>{}</code>", html(p));
+    }
+    let _ = write!(
+        out,
+        ".<br>Started {}, took {}, exit code {}.</p>\n<p><strong>{} scenarios: <span class=\"passed\">{} passed</span>, <span class=\"failed\">{} failed</span>, <span class=\"skipped\">{} skipped</span></strong></p>\n",
+        r.started_at.format("%Y-%m-%d %H:%M:%S UTC"),
+        duration(r.duration()),
+        r.exit_code,
+        r.scenarios.len(),
+        r.count(super::ScenarioStatus::Passed),
+        r.count(super::ScenarioStatus::Failed),
+        r.count(super::ScenarioStatus::Skipped),
+    );
+}
+
+fn table(out: &mut String, r: &RunReport) {
+    if r.scenarios.is_empty() {
+        return;
+    }
+    out.push_str("<table><tr><th></th><th>Scenario</th><th>Feature</th><th>Verdict</th>");
+    for (_, label) in KEY_PHASES {
+        let _ = write!(out, "<th>{}</th>", html(label));
+    }
+    out.push_str("</tr>\n");
+    for (i, s) in r.scenarios.iter().enumerate() {
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td><a href=\"#s{i}\">{}</a></td><td>{}</td><td>{}</td>",
+            icon(s.status),
+            html(&s.name),
+            html(&s.feature),
+            s.verdict
+                .as_ref()
+                .map(|v| v.kind.to_string())
+                .unwrap_or_else(|| "–".into())
+        );
+        for (name, _) in KEY_PHASES {
+            let cell = s.phase(name).map(duration).unwrap_or_else(|| "–".into());
+            let _ = write!(out, "<td class=\"num\">{cell}</td>");
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</table>\n");
+}
+
+fn histograms(out: &mut String, r: &RunReport) {
+    let mut figures = Vec::new();
+    for (name, label) in KEY_PHASES {
+        let values: Vec<Duration> = r.scenarios.iter().filter_map(|s| s.phase(name)).collect();
+        if values.len() >= HISTOGRAM_MIN {
+            figures.extend(svg::histogram(label, &values));
+        }
+    }
+    if !figures.is_empty() {
+        out.push_str("<h2>Distribution</h2>\n");
+        for f in figures {
+            out.push_str(&f);
+            out.push('\n');
+        }
+    }
+}
+
+fn scenario(out: &mut String, i: usize, s: &ScenarioReport) {
+    let _ = write!(
+        out,
+        "<section class=\"scenario\" id=\"s{i}\"><h3>{} {}</h3><p>{} <span class=\"{}\">{}</span>",
+        icon(s.status),
+        html(&s.name),
+        html(&s.feature),
+        s.status.as_str(),
+        s.status.as_str()
+    );
+    if !s.tags.is_empty() {
+        let tags: Vec<String> = s.tags.iter().map(|t| format!("@{}", html(t))).collect();
+        let _ = write!(out, " · {}", tags.join(" "));
+    }
+    out.push_str("</p>\n");
+    if let Some(f) = failure_summary(s) {
+        let _ = write!(
+            out,
+            "<p class=\"failed\"><strong>{}</strong>",
+            html(&f.message)
+        );
+        if let Some(step) = &f.step {
+            let _ = write!(out, "<br>Failed step: <code>{}</code>", html(step));
+        }
+        let _ = write!(out, "</p><pre>{}</pre>\n", html(&f.detail));
+    }
+    if let Some(svg) = svg::timeline(&s.timeline) {
+        out.push_str(&svg);
+        out.push('\n');
+    }
+    if !s.phases.is_empty() {
+        out.push_str("<table><tr><th>Phase</th><th>Duration</th></tr>");
+        for p in &s.phases {
+            let _ = write!(
+                out,
+                "<tr><td>{}</td><td class=\"num\">{}</td></tr>",
+                html(&phase_label(&p.name)),
+                duration(p.duration)
+            );
+        }
+        out.push_str("</table>\n");
+    }
+    if let Some(v) = &s.verdict {
+        let _ = write!(out, "<p>Verdict: <strong>{}</strong>", v.kind);
+        if let Some(r) = &v.reason {
+            let _ = write!(out, " ({})", html(r));
+        }
+        out.push_str("</p><ul>");
+        for line in &v.decided_by {
+            let _ = write!(out, "<li>{}</li>", html(line));
+        }
+        for c in &v.contradictions {
+            let _ = write!(
+                out,
+                "<li class=\"failed\">contradiction: {}</li>",
+                html(&c.to_string())
+            );
+        }
+        out.push_str("</ul>\n");
+    }
+    if s.snapshot_uid.is_some() || s.snapshot_bytes.is_some() {
+        let _ = write!(
+            out,
+            "<p>Snapshot: <code>{}</code>{}</p>\n",
+            html(s.snapshot_uid.as_deref().unwrap_or("unknown")),
+            s.snapshot_bytes
+                .map(|b| format!(", {}", bytes(b)))
+                .unwrap_or_default()
+        );
+    }
+    if !s.steps.is_empty() {
+        out.push_str("<details><summary>Steps</summary><ul>");
+        for step in &s.steps {
+            let _ = write!(
+                out,
+                "<li class=\"{}\">{} — {}",
+                step.status.as_str(),
+                html(&step.line()),
+                step.status.as_str()
+            );
+            if let (StepStatus::Failed, Some(e)) = (step.status, &step.error) {
+                let _ = write!(out, "<pre>{}</pre>", html(e));
+            }
+            out.push_str("</li>");
+        }
+        out.push_str("</ul></details>\n");
+    }
+    if !s.log.is_empty() {
+        let _ = write!(
+            out,
+            "<details><summary>Log ({} lines)</summary><pre>{}</pre></details>\n",
+            s.log.len(),
+            html(&s.log.join("\n"))
+        );
+    }
+    out.push_str("</section>\n");
+}
+
+fn cleanup(out: &mut String, r: &RunReport) {
+    if r.cleanup.is_empty() {
+        return;
+    }
+    let leaks: Vec<_> = r.leaks().collect();
+    out.push_str("<h2>Cleanup</h2>\n");
+    if leaks.is_empty() {
+        let _ = write!(
+            out,
+            "<p class=\"passed\">No leaks ({} objects).</p>\n",
+            r.cleanup.len()
+        );
+        return;
+    }
+    let _ = write!(
+        out,
+        "<p class=\"failed\"><strong>{} of {} objects left behind.</strong></p><table><tr><th>Scenario</th><th>Object</th><th>Why</th></tr>",
+        leaks.len(),
+        r.cleanup.len()
+    );
+    for c in leaks {
+        let why = match &c.outcome {
+            CleanupOutcome::Leaked(w) => w.as_str(),
+            _ => "",
+        };
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td><code>{}</code></td><td>{}</td></tr>",
+            html(&c.scenario),
+            html(&c.object),
+            html(why)
+        );
+    }
+    out.push_str("</table>\n");
+}

@@ -1,0 +1,238 @@
+//! The Markdown summary (also what goes to `$GITHUB_STEP_SUMMARY`): a table of scenarios
+//! with status, verdict and the key phases, the failures with their messages, verdict
+//! contradictions, cleanup leaks and the GPU allocation peaks.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use super::failure::failure_summary;
+use super::fmt::{KEY_PHASES, duration, md_cell, phase_label};
+use super::model::{RunReport, ScenarioStatus, TargetKind};
+use crate::platform::ledger::CleanupOutcome;
+
+/// The Markdown summary of `report`.
+pub fn markdown(report: &RunReport) -> String {
+    let mut out = String::new();
+    header(&mut out, report);
+    scenario_table(&mut out, report);
+    failures(&mut out, report);
+    contradictions(&mut out, report);
+    cleanup(&mut out, report);
+    gpu(&mut out, report);
+    out
+}
+
+/// The status as an icon readers can scan.
+pub(crate) fn icon(status: ScenarioStatus) -> &'static str {
+    match status {
+        ScenarioStatus::Passed => "✅",
+        ScenarioStatus::Failed => "❌",
+        ScenarioStatus::Skipped => "⏭️",
+    }
+}
+
+/// `the embedded simulator at URL (not a real cluster)` or `the cluster at URL`.
+pub(crate) fn target_words(report: &RunReport) -> String {
+    match report.target.kind {
+        TargetKind::Sim => format!(
+            "the embedded simulator at {} (not a real cluster)",
+            report.target.server
+        ),
+        TargetKind::Cluster => format!("the cluster at {}", report.target.server),
+    }
+}
+
+fn header(out: &mut String, r: &RunReport) {
+    let _ = writeln!(out, "# wsgate run `{}`\n", r.run_id);
+    let _ = writeln!(
+        out,
+        "- target: {}, namespace `{}`",
+        target_words(r),
+        r.target.namespace
+    );
+    if let Some(p) = &r.profile {
+        let _ = writeln!(out, "- profile: `{p}`");
+    }
+    let _ = writeln!(
+        out,
+        "- started {}, took {}, exit code {}\n",
+        r.started_at.format("%Y-%m-%d %H:%M:%S UTC"),
+        duration(r.duration()),
+        r.exit_code
+    );
+    let _ = writeln!(
+        out,
+        "**{} scenarios: {} passed, {} failed, {} skipped**\n",
+        r.scenarios.len(),
+        r.count(ScenarioStatus::Passed),
+        r.count(ScenarioStatus::Failed),
+        r.count(ScenarioStatus::Skipped)
+    );
+}
+
+fn scenario_table(out: &mut String, r: &RunReport) {
+    if r.scenarios.is_empty() {
+        out.push_str("No scenario ran.\n\n");
+        return;
+    }
+    out.push_str("| | Scenario | Feature | Verdict |");
+    for (_, label) in KEY_PHASES {
+        let _ = write!(out, " {label} |");
+    }
+    out.push_str("\n|:-:|---|---|---|");
+    out.push_str(&"--:|".repeat(KEY_PHASES.len()));
+    out.push('\n');
+    for s in &r.scenarios {
+        let verdict = s
+            .verdict
+            .as_ref()
+            .map(|v| v.kind.to_string())
+            .unwrap_or_else(|| "–".to_string());
+        let _ = write!(
+            out,
+            "| {} | {} | {} | {} |",
+            icon(s.status),
+            md_cell(&s.name),
+            md_cell(&s.feature),
+            verdict
+        );
+        for (name, _) in KEY_PHASES {
+            let cell = s.phase(name).map(duration).unwrap_or_else(|| "–".into());
+            let _ = write!(out, " {cell} |");
+        }
+        out.push('\n');
+    }
+    out.push('\n');
+}
+
+fn failures(out: &mut String, r: &RunReport) {
+    let failed: Vec<_> = r
+        .scenarios
+        .iter()
+        .filter_map(|s| Some((s, failure_summary(s)?)))
+        .collect();
+    if failed.is_empty() {
+        return;
+    }
+    out.push_str("## Failures\n\n");
+    for (s, f) in failed {
+        let _ = writeln!(out, "### ❌ {}\n", md_cell(&s.name));
+        let _ = writeln!(out, "- feature: {}", md_cell(&s.feature));
+        if let Some(step) = &f.step {
+            let _ = writeln!(out, "- failed step: `{}`", step.replace('`', "'"));
+        }
+        if let Some(p) = &f.phase {
+            let _ = writeln!(out, "- phase under way: {}", phase_label(p));
+        }
+        if let Some(last) = &f.last_observed {
+            let _ = writeln!(out, "- last observed: `{last}`");
+        }
+        let fence = if f.detail.contains("```") {
+            "~~~~"
+        } else {
+            "```"
+        };
+        let _ = writeln!(out, "\n{fence}text\n{}\n{fence}\n", f.detail.trim_end());
+    }
+}
+
+fn contradictions(out: &mut String, r: &RunReport) {
+    let rows: Vec<_> = r
+        .scenarios
+        .iter()
+        .filter_map(|s| Some((s, s.verdict.as_ref()?)))
+        .filter(|(_, v)| !v.contradictions.is_empty() || v.reason.is_some())
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    out.push_str(
+        "## Verdict notes\n\n| Scenario | Verdict | Reason and contradictions |\n|---|---|---|\n",
+    );
+    for (s, v) in rows {
+        let mut notes: Vec<String> = v.reason.iter().cloned().collect();
+        notes.extend(v.contradictions.iter().map(|c| {
+            let tag = if c.invalidates() {
+                " (invalidates)"
+            } else {
+                ""
+            };
+            format!("{c}{tag}")
+        }));
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} |",
+            md_cell(&s.name),
+            v.kind,
+            md_cell(&notes.join("; "))
+        );
+    }
+    out.push('\n');
+}
+
+fn cleanup(out: &mut String, r: &RunReport) {
+    if r.cleanup.is_empty() {
+        return;
+    }
+    out.push_str("## Cleanup\n\n");
+    let kept = r
+        .cleanup
+        .iter()
+        .filter(|c| c.outcome == CleanupOutcome::Kept)
+        .count();
+    let leaks: Vec<_> = r.leaks().collect();
+    if leaks.is_empty() {
+        let _ = writeln!(
+            out,
+            "No leaks: {} of {} objects removed, {kept} kept on request.\n",
+            r.cleanup.len() - kept,
+            r.cleanup.len()
+        );
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "**{} of {} objects left behind** ({kept} kept on request):\n",
+        leaks.len(),
+        r.cleanup.len()
+    );
+    out.push_str("| Scenario | Object | Why |\n|---|---|---|\n");
+    for c in leaks {
+        let why = match &c.outcome {
+            CleanupOutcome::Leaked(why) => why.as_str(),
+            _ => "",
+        };
+        let _ = writeln!(
+            out,
+            "| {} | `{}` | {} |",
+            md_cell(&c.scenario),
+            md_cell(&c.object),
+            md_cell(why)
+        );
+    }
+    out.push('\n');
+}
+
+fn gpu(out: &mut String, r: &RunReport) {
+    if r.gpu_allocation.is_empty() {
+        return;
+    }
+    // node -> (accelerator, allocatable, peak used, samples)
+    let mut nodes: BTreeMap<&str, (&str, i64, i64, usize)> = BTreeMap::new();
+    for g in &r.gpu_allocation {
+        let e = nodes.entry(&g.node).or_insert((&g.accelerator, 0, 0, 0));
+        e.1 = e.1.max(g.allocatable);
+        e.2 = e.2.max(g.used);
+        e.3 += 1;
+    }
+    out.push_str("## GPU allocation\n\n| Node | Accelerator | Allocatable | Peak used | Samples |\n|---|---|--:|--:|--:|\n");
+    for (node, (acc, alloc, peak, n)) in nodes {
+        let _ = writeln!(
+            out,
+            "| `{}` | {} | {alloc} | {peak} | {n} |",
+            md_cell(node),
+            md_cell(acc)
+        );
+    }
+    out.push('\n');
+}

@@ -1,0 +1,182 @@
+//! The only part of `report` that touches the disk: write every format of a run under
+//! `<dir>/<run-id>/` (and append the summary to `$GITHUB_STEP_SUMMARY`), re-render Markdown
+//! and HTML from a JSON report, and read a JSON report back.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use super::ReportError;
+use super::html::html_page;
+use super::json::{from_json, to_json};
+use super::junit::junit_xml;
+use super::markdown::markdown;
+use super::model::RunReport;
+use super::redact::Redactor;
+
+/// The files [`write_all`] writes into the run's directory, in order.
+pub const FILES: [&str; 4] = ["report.json", "junit.xml", "summary.md", "report.html"];
+
+/// Writes every format under `<dir>/<run-id>/` (see [`FILES`]) with every secret the
+/// `redactor` knows replaced, and appends the Markdown summary to the file named by
+/// `$GITHUB_STEP_SUMMARY` when it is set. Returns the files written in the run directory.
+pub fn write_all(
+    report: &RunReport,
+    dir: &Path,
+    redactor: &Redactor,
+) -> Result<Vec<PathBuf>, ReportError> {
+    let step_summary = std::env::var_os("GITHUB_STEP_SUMMARY")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from);
+    write_all_to(report, dir, redactor, step_summary.as_deref())
+}
+
+/// [`write_all`] with the step summary file given instead of read from the environment.
+pub fn write_all_to(
+    report: &RunReport,
+    dir: &Path,
+    redactor: &Redactor,
+    step_summary: Option<&Path>,
+) -> Result<Vec<PathBuf>, ReportError> {
+    check_run_id(&report.run_id)?;
+    let clean = redactor.redact_report(report);
+    // Render everything before writing anything: no half-written report directory.
+    let summary = redactor.redact(&markdown(&clean));
+    let contents = [
+        redactor.redact(&to_json(&clean)?),
+        redactor.redact(&junit_xml(&clean)?),
+        summary.clone(),
+        redactor.redact(&html_page(&clean)),
+    ];
+    let run_dir = dir.join(&clean.run_id);
+    create_dir(&run_dir)?;
+    let mut written = Vec::new();
+    for (name, text) in FILES.iter().zip(contents) {
+        written.push(write_file(&run_dir.join(name), &text)?);
+    }
+    if let Some(path) = step_summary {
+        append(path, &summary)?;
+    }
+    Ok(written)
+}
+
+/// Re-renders `summary.md` and `report.html` from a report into `dir`.
+pub fn write_rendered(
+    report: &RunReport,
+    dir: &Path,
+    redactor: &Redactor,
+) -> Result<Vec<PathBuf>, ReportError> {
+    let clean = redactor.redact_report(report);
+    let md = redactor.redact(&markdown(&clean));
+    let page = redactor.redact(&html_page(&clean));
+    create_dir(dir)?;
+    Ok(vec![
+        write_file(&dir.join("summary.md"), &md)?,
+        write_file(&dir.join("report.html"), &page)?,
+    ])
+}
+
+/// Reads a JSON report written by `wsgate run`.
+pub fn read_report(path: &Path) -> Result<RunReport, ReportError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ReportError::Io {
+        action: "read",
+        path: path.to_path_buf(),
+        source,
+    })?;
+    from_json(&text, path)
+}
+
+fn check_run_id(run_id: &str) -> Result<(), ReportError> {
+    let ok = !run_id.is_empty()
+        && run_id != "."
+        && run_id != ".."
+        && run_id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(ReportError::InvalidRunId {
+            run_id: run_id.to_string(),
+        })
+    }
+}
+
+fn create_dir(dir: &Path) -> Result<(), ReportError> {
+    std::fs::create_dir_all(dir).map_err(|source| ReportError::Io {
+        action: "create the report directory",
+        path: dir.to_path_buf(),
+        source,
+    })
+}
+
+/// Writes through a temporary file and a rename, so a reader never sees half a file.
+fn write_file(path: &Path, text: &str) -> Result<PathBuf, ReportError> {
+    let tmp = path.with_extension("tmp");
+    let io = |source| ReportError::Io {
+        action: "write",
+        path: path.to_path_buf(),
+        source,
+    };
+    std::fs::write(&tmp, text).map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)?;
+    Ok(path.to_path_buf())
+}
+
+fn append(path: &Path, text: &str) -> Result<(), ReportError> {
+    let io = |source| ReportError::Io {
+        action: "append the summary to",
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(io)?;
+    f.write_all(text.as_bytes()).map_err(io)?;
+    f.write_all(b"\n").map_err(io)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_ids_that_would_leave_the_directory_are_refused() {
+        for bad in ["", ".", "..", "../x", "a/b", "r 1"] {
+            assert!(check_run_id(bad).is_err(), "{bad:?}");
+        }
+        assert!(check_run_id("r20260302-020000-a1b2").is_ok());
+    }
+
+    #[test]
+    fn writes_every_file_and_appends_the_step_summary() {
+        let dir = tempfile::tempdir().unwrap();
+        let summary = dir.path().join("step-summary.md");
+        std::fs::write(&summary, "earlier step\n").unwrap();
+        let r = RunReport {
+            run_id: "r20260302-020000-a1b2".into(),
+            ..RunReport::default()
+        };
+        let written = write_all_to(&r, dir.path(), &Redactor::none(), Some(&summary)).unwrap();
+        let names: Vec<_> = written
+            .iter()
+            .map(|p| p.file_name().unwrap().to_str().unwrap().to_string())
+            .collect();
+        assert_eq!(names, FILES);
+        assert!(
+            written
+                .iter()
+                .all(|p| p.parent().unwrap().ends_with(&r.run_id))
+        );
+        let appended = std::fs::read_to_string(&summary).unwrap();
+        assert!(
+            appended.starts_with("earlier step\n# wsgate run"),
+            "{appended}"
+        );
+        let back = read_report(&written[0]).unwrap();
+        assert_eq!(back, r);
+        let err = read_report(&dir.path().join("missing.json")).unwrap_err();
+        assert!(err.to_string().contains("missing.json"), "{err}");
+    }
+}

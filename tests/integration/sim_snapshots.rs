@@ -1,0 +1,928 @@
+//! GKE Pod Snapshots in the simulator through kube-rs (`none` runtime): the add-on's pause
+//! and resume of a Workspace (held pause, readiness gate, policy and trigger, PodSnapshot
+//! conditions, `ps-name`, `PodRestored` and the `GKEPodSnapshotting` event, cleanup), the
+//! bucket objects through the listing endpoint, the agent on hand-made objects (trigger
+//! failures, restore matching by spec hash, retention and group pruning), and every
+//! snapshot fault, run-wide and per object.
+
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::TryStreamExt;
+use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{Condition, await_condition, conditions};
+use kube::runtime::{reflector, watcher};
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+use wsgate::platform::crd::{
+    PodSnapshot, PodSnapshotManualTrigger, PodSnapshotPolicy, Workspace, WorkspaceState,
+};
+use wsgate::sim::faults::Fault;
+use wsgate::sim::truth::{Transition, TruthEvent};
+use wsgate::sim::{SimHandle, SimOptions};
+
+use crate::common::raw_client;
+
+const NS: &str = "wsgate-test";
+const LABEL: &str = "notebooks.kubeflow.org/workspace-name";
+const FAULT: &str = "sim.wsgate.dev/fault";
+const STATE: &str = "podsnapshot.gke.kubeflow.org/checkpoint-state";
+const STARTED_AT: &str = "podsnapshot.gke.kubeflow.org/checkpoint-started-at";
+const LAST: &str = "podsnapshot.gke.kubeflow.org/last-checkpoint-name";
+const GATE: &str = "podsnapshot.gke.kubeflow.org/active";
+const PS_NAME: &str = "podsnapshot.gke.io/ps-name";
+const TRIGGERED_BY: &str = "gke-pod-snapshot-triggered-by";
+const BUCKET: &str = "wsgate-sim-snapshots";
+/// Every wait in these tests gets this budget; the simulator's delays are milliseconds
+/// (a checkpoint of the nominal 512 MiB takes 250 ms, a restore 300 ms, slow-restore 3 s).
+const BUDGET: Duration = Duration::from_secs(20);
+
+async fn start(faults: &[Fault]) -> SimHandle {
+    wsgate::install_crypto_provider();
+    let mut opts = SimOptions::with_platform();
+    if let Some(p) = opts.platform.as_mut() {
+        p.profile.runtime.kind = wsgate::sim::profile::RuntimeKind::None;
+        p.profile.faults.enabled = faults.to_vec();
+    }
+    SimHandle::start(opts)
+        .await
+        .expect("simulator with platform starts")
+}
+
+async fn wait_for<K, C>(api: &Api<K>, name: &str, what: &str, cond: C) -> K
+where
+    K: Resource + Clone + Debug + serde::de::DeserializeOwned + Send + 'static,
+    C: Condition<K>,
+{
+    tokio::time::timeout(BUDGET, await_condition(api.clone(), name, cond))
+        .await
+        .unwrap_or_else(|_| panic!("{what}: not within the {BUDGET:?} test budget"))
+        .expect("watch works")
+        .unwrap_or_else(|| panic!("{what}: object gone"))
+}
+
+async fn wait_gone<K>(api: &Api<K>, name: &str, what: &str)
+where
+    K: Resource + Clone + Debug + serde::de::DeserializeOwned + Send + 'static,
+{
+    tokio::time::timeout(
+        BUDGET,
+        await_condition(api.clone(), name, |o: Option<&K>| o.is_none()),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("{what}: not gone within the {BUDGET:?} test budget"))
+    .expect("watch works");
+}
+
+/// Watches a (label-selected) list until `done` holds for its current contents.
+async fn wait_list<K>(
+    api: &Api<K>,
+    labels: &str,
+    what: &str,
+    done: impl Fn(&[Arc<K>]) -> bool,
+) -> Vec<Arc<K>>
+where
+    K: Resource + Clone + Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone,
+{
+    let (reader, writer) = reflector::store();
+    let mut cfg = watcher::Config::default();
+    if !labels.is_empty() {
+        cfg = cfg.labels(labels);
+    }
+    let stream = reflector(writer, watcher(api.clone(), cfg));
+    let wait = async {
+        futures::pin_mut!(stream);
+        let mut listed = false;
+        while let Some(ev) = stream.try_next().await.expect("watch works") {
+            listed |= matches!(ev, watcher::Event::InitDone);
+            if listed && done(&reader.state()) {
+                return reader.state();
+            }
+        }
+        panic!("{what}: the watch ended")
+    };
+    tokio::time::timeout(BUDGET, wait)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: not within the {BUDGET:?} test budget"))
+}
+
+fn status(obj: &impl serde::Serialize) -> Value {
+    serde_json::to_value(obj)
+        .ok()
+        .and_then(|v| v.get("status").cloned())
+        .unwrap_or(Value::Null)
+}
+
+fn cond(obj: &impl serde::Serialize, type_: &str) -> Option<Value> {
+    status(obj)
+        .get("conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .cloned()
+}
+
+fn cond_is(type_: &str, want: &str) -> impl Fn(&Value) -> bool {
+    let type_ = type_.to_string();
+    let want = want.to_string();
+    move |obj: &Value| {
+        obj.pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .is_some_and(|cs| cs.iter().any(|c| c["type"] == type_ && c["status"] == want))
+    }
+}
+
+/// A condition on a typed object, usable with `await_condition`.
+fn has_cond<K: serde::Serialize>(type_: &str, want: &str) -> impl Fn(Option<&K>) -> bool {
+    let check = cond_is(type_, want);
+    move |o: Option<&K>| o.is_some_and(|o| check(&serde_json::to_value(o).unwrap()))
+}
+
+fn ann(obj: &impl ResourceExt, key: &str) -> Option<String> {
+    obj.annotations().get(key).cloned()
+}
+
+fn in_state(want: WorkspaceState) -> impl Fn(Option<&Workspace>) -> bool {
+    move |w| w.and_then(|w| w.status.as_ref()).map(|s| s.state) == Some(want)
+}
+
+struct Apis {
+    ws: Api<Workspace>,
+    pods: Api<Pod>,
+    snaps: Api<PodSnapshot>,
+    triggers: Api<PodSnapshotManualTrigger>,
+    policies: Api<PodSnapshotPolicy>,
+    events: Api<Event>,
+}
+
+async fn apis(sim: &SimHandle) -> Apis {
+    let c = sim.client().await.unwrap();
+    Apis {
+        ws: Api::namespaced(c.clone(), NS),
+        pods: Api::namespaced(c.clone(), NS),
+        snaps: Api::namespaced(c.clone(), NS),
+        triggers: Api::namespaced(c.clone(), NS),
+        policies: Api::namespaced(c.clone(), NS),
+        events: Api::namespaced(c, NS),
+    }
+}
+
+/// A PVC and a snapshot-enabled GPU Workspace, with optional per-object faults.
+async fn create_workspace(a: &Apis, sim: &SimHandle, name: &str, faults: &str) {
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(sim.client().await.unwrap(), NS);
+    let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": format!("{name}-home")},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    }))
+    .unwrap();
+    pvcs.create(&PostParams::default(), &pvc).await.unwrap();
+    let mut annotations = json!({});
+    if !faults.is_empty() {
+        annotations[FAULT] = json!(faults);
+    }
+    let w: Workspace = serde_json::from_value(json!({
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {"paused": false, "kind": "jupyterlab-resumable", "podTemplate": {
+            "volumes": {"home": format!("{name}-home")},
+            "options": {"imageConfig": "jupyter-pytorch-cuda-full:v1.10.0", "podConfig": "gpu_t4"}}}
+    }))
+    .unwrap();
+    a.ws.create(&PostParams::default(), &w).await.unwrap();
+}
+
+async fn set_paused(a: &Apis, name: &str, paused: bool) {
+    a.ws.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"paused": paused}})),
+    )
+    .await
+    .expect("patch spec.paused");
+}
+
+async fn workspace_pod(a: &Apis, name: &str) -> Pod {
+    let list = a
+        .pods
+        .list(&ListParams::default().labels(&format!("{LABEL}={name}")))
+        .await
+        .unwrap();
+    assert_eq!(list.items.len(), 1, "one pod of {name}: {list:?}");
+    list.items.into_iter().next().unwrap()
+}
+
+/// Creates a Workspace, waits for Running, pauses it and waits for Paused. Returns the
+/// first pod and the snapshot the pause produced.
+async fn run_and_pause(a: &Apis, sim: &SimHandle, name: &str, faults: &str) -> (Pod, String) {
+    create_workspace(a, sim, name, faults).await;
+    wait_for(&a.ws, name, "Running", in_state(WorkspaceState::Running)).await;
+    let pod = workspace_pod(a, name).await;
+    set_paused(a, name, true).await;
+    let w = wait_for(&a.ws, name, "Paused", in_state(WorkspaceState::Paused)).await;
+    (pod, ann(&w, LAST).unwrap_or_default())
+}
+
+async fn bucket_listing(sim: &SimHandle, prefix: &str) -> Value {
+    let url = format!("{}/storage/v1/b/{BUCKET}/o?prefix={prefix}", sim.url());
+    let r = raw_client(sim)
+        .get(url)
+        .bearer_auth(sim.token())
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "listing answers: {}", r.status());
+    r.json().await.unwrap()
+}
+
+fn listed(listing: &Value) -> Vec<(String, String)> {
+    listing["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|o| {
+            (
+                o["name"].as_str().unwrap().to_string(),
+                o["size"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn truth_count(events: &[TruthEvent], t: Transition) -> usize {
+    events.iter().filter(|e| e.transition == t).count()
+}
+
+fn restored_message(pod: &Pod) -> Option<String> {
+    cond(pod, "PodRestored")
+        .filter(|c| c["status"] == "True")
+        .map(|c| c["message"].as_str().unwrap_or("").to_string())
+}
+
+async fn snapshot_events(a: &Apis) -> Vec<Event> {
+    a.events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("GKEPodSnapshotting"))
+        .collect()
+}
+
+#[tokio::test]
+async fn pause_checkpoints_into_a_pod_snapshot_and_resume_restores_from_it() {
+    let sim = start(&[]).await;
+    let a = apis(&sim).await;
+    create_workspace(&a, &sim, "nb", "").await;
+    wait_for(&a.ws, "nb", "Running", in_state(WorkspaceState::Running)).await;
+    let pod = workspace_pod(&a, "nb").await;
+    let pod_name = pod.name_any();
+    let spec = pod.spec.clone().unwrap();
+    assert_eq!(spec.runtime_class_name.as_deref(), Some("gvisor"));
+    assert!(
+        spec.readiness_gates
+            .unwrap_or_default()
+            .iter()
+            .any(|g| g.condition_type == GATE),
+        "the add-on adds its readiness gate"
+    );
+    let home = sim
+        .platform()
+        .unwrap()
+        .pods
+        .volumes_root
+        .join(NS)
+        .join("nb-home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join("notes.txt"), "on disk").unwrap();
+
+    // Pause: held at paused=false while the checkpoint runs, the pod drained.
+    set_paused(&a, "nb", true).await;
+    let held = wait_for(&a.ws, "nb", "Checkpointing", |w: Option<&Workspace>| {
+        w.is_some_and(|w| ann(w, STATE).as_deref() == Some("Checkpointing"))
+    })
+    .await;
+    assert!(!held.spec.paused, "the add-on holds the pause");
+    let started = ann(&held, STARTED_AT).expect("checkpoint-started-at");
+    chrono::DateTime::parse_from_rfc3339(&started).expect("an RFC 3339 time");
+    wait_for(&a.pods, &pod_name, "gate False", |p: Option<&Pod>| {
+        p.is_some_and(|p| {
+            cond(p, GATE).is_some_and(|c| c["status"] == "False")
+                && cond(p, "Ready").is_some_and(|c| c["status"] == "False")
+        })
+    })
+    .await;
+    let trig = wait_for(
+        &a.triggers,
+        "ws-nb-trigger",
+        "Triggered=True",
+        has_cond("Triggered", "True"),
+    )
+    .await;
+    assert_eq!(trig.spec.target_pod, pod_name);
+    assert_eq!(cond(&trig, "Triggered").unwrap()["reason"], "Complete");
+    assert!(
+        trig.owner_references()
+            .iter()
+            .any(|r| r.kind == "Workspace" && r.name == "nb")
+    );
+    assert_eq!(
+        trig.labels().get("podsnapshot.gke.io/targetNode"),
+        spec.node_name.as_ref()
+    );
+    let snap_name = status(&trig)["snapshotCreated"]["name"]
+        .as_str()
+        .expect("snapshotCreated.name")
+        .to_string();
+    uuid::Uuid::parse_str(&snap_name).expect("the snapshot is named by a UUID");
+    let snap = wait_for(
+        &a.snaps,
+        &snap_name,
+        "snapshot Ready",
+        has_cond("Ready", "True"),
+    )
+    .await;
+    let snap_uid = snap.uid().unwrap();
+    assert_eq!(snap.spec.policy_name, "ws-nb-policy");
+    assert_eq!(
+        snap.labels().get(TRIGGERED_BY).map(String::as_str),
+        Some("ws-nb-trigger")
+    );
+    assert_eq!(
+        ann(&snap, "podsnapshot.gke.io/origin-pod").as_deref(),
+        Some(pod_name.as_str())
+    );
+    assert!(
+        snap.finalizers()
+            .contains(&"podsnapshot.gke.io/podsnapshot-finalizer".to_string())
+    );
+    for (t, reason) in [
+        ("Checkpoint", "Succeeded"),
+        ("StorageReplicated", "Succeeded"),
+        ("Ready", "AllSnapshotsAvailable"),
+    ] {
+        assert_eq!(cond(&snap, t).unwrap()["reason"], reason, "{t}");
+    }
+    assert_eq!(
+        ann(&snap, "sim.wsgate.dev/gpu-model").as_deref(),
+        Some("nvidia-tesla-t4")
+    );
+
+    // Paused: the add-on let the pause through; the pod is gone, the bytes are in the bucket.
+    let paused = wait_for(&a.ws, "nb", "Paused", in_state(WorkspaceState::Paused)).await;
+    assert!(paused.spec.paused);
+    assert_eq!(ann(&paused, STATE).as_deref(), Some("Ready"));
+    assert_eq!(ann(&paused, LAST).as_deref(), Some(snap_name.as_str()));
+    assert!(a.pods.get_opt(&pod_name).await.unwrap().is_none());
+    let policy = a.policies.get("ws-nb-policy").await.unwrap();
+    assert_eq!(policy.spec.selector, json!({"matchLabels": {LABEL: "nb"}}));
+    assert_eq!(
+        policy.spec.trigger_config,
+        json!({"type": "manual", "postCheckpoint": "stop"})
+    );
+    assert_eq!(
+        policy.spec.retention_config,
+        Some(json!({"lastAccessTimeout": "7d"}))
+    );
+    assert_eq!(
+        policy.spec.storage_config_name,
+        "kubeflow-pod-snapshot-storage-config"
+    );
+    let prefix = format!("kubeflow-notebooks/{snap_uid}/");
+    let objects = listed(&bucket_listing(&sim, &prefix).await);
+    assert_eq!(
+        objects.iter().map(|o| o.0.as_str()).collect::<Vec<_>>(),
+        [
+            format!("{prefix}checkpoint.img"),
+            format!("{prefix}pages.img"),
+            format!("{prefix}pages_meta.img")
+        ]
+    );
+    assert_eq!(objects[1].1, (512u64 << 20).to_string(), "pages.img size");
+    let probe = listed(&bucket_listing(&sim, "kubeflow-notebooks/_perm_check").await);
+    assert_eq!(probe.len(), 1, "the policy's permission probe");
+
+    // Resume: the new pod is pinned to the snapshot and restored from it.
+    set_paused(&a, "nb", false).await;
+    wait_for(
+        &a.ws,
+        "nb",
+        "Running again",
+        in_state(WorkspaceState::Running),
+    )
+    .await;
+    let new_pod = workspace_pod(&a, "nb").await;
+    assert_ne!(new_pod.uid(), pod.uid());
+    assert_eq!(ann(&new_pod, PS_NAME).as_deref(), Some(snap_name.as_str()));
+    let message = restored_message(&new_pod).expect("PodRestored=True");
+    assert!(message.contains(&snap_uid), "{message}");
+    let events = snapshot_events(&a).await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].type_.as_deref(), Some("Normal"));
+    assert_eq!(events[0].involved_object.uid, new_pod.uid());
+    assert!(
+        events[0]
+            .message
+            .as_deref()
+            .unwrap_or("")
+            .contains(&format!("{NS}/{snap_name}"))
+    );
+
+    // Cleanup after the restore: snapshots, trigger, annotations and bucket objects go.
+    wait_list(
+        &a.snaps,
+        &format!("{TRIGGERED_BY}=ws-nb-trigger"),
+        "snapshots deleted",
+        |l| l.is_empty(),
+    )
+    .await;
+    wait_gone(&a.triggers, "ws-nb-trigger", "trigger deleted").await;
+    wait_for(
+        &a.ws,
+        "nb",
+        "annotations cleared",
+        |w: Option<&Workspace>| {
+            w.is_some_and(|w| {
+                [STATE, STARTED_AT, LAST]
+                    .iter()
+                    .all(|k| ann(w, k).is_none())
+            })
+        },
+    )
+    .await;
+    assert!(listed(&bucket_listing(&sim, &prefix).await).is_empty());
+    assert_eq!(
+        std::fs::read_to_string(home.join("notes.txt")).unwrap(),
+        "on disk"
+    );
+    let truth = sim.truth().events();
+    let at = |t: Transition| truth.iter().position(|e| e.transition == t);
+    let order = [
+        Transition::CheckpointStarted,
+        Transition::CheckpointFinished,
+        Transition::Restored,
+        Transition::SnapshotDeleted,
+    ]
+    .map(|t| at(t).unwrap_or_else(|| panic!("{t:?} recorded")));
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}");
+}
+
+#[tokio::test]
+async fn a_failed_checkpoint_pauses_without_a_snapshot_and_the_resume_cold_starts() {
+    let sim = start(&[]).await;
+    let a = apis(&sim).await;
+    let (_, last) = run_and_pause(&a, &sim, "cf", "checkpoint-fails").await;
+    assert!(last.is_empty(), "no last-checkpoint-name");
+    let w = a.ws.get("cf").await.unwrap();
+    assert_eq!(ann(&w, STATE).as_deref(), Some("Failed"));
+    let trig = a.triggers.get("ws-cf-trigger").await.unwrap();
+    let triggered = cond(&trig, "Triggered").unwrap();
+    assert_eq!(
+        (&triggered["status"], &triggered["reason"]),
+        (&json!("False"), &json!("Failed"))
+    );
+    let snaps = a
+        .snaps
+        .list(&ListParams::default().labels(&format!("{TRIGGERED_BY}=ws-cf-trigger")))
+        .await
+        .unwrap();
+    assert_eq!(snaps.items.len(), 1);
+    assert_eq!(
+        cond(&snaps.items[0], "Checkpoint").unwrap()["reason"],
+        "Failed"
+    );
+    let warned = a.events.list(&ListParams::default()).await.unwrap();
+    assert!(warned.items.iter().any(|e| {
+        e.reason.as_deref() == Some("CheckpointFailed")
+            && e.involved_object.name.as_deref() == Some("cf")
+    }));
+    set_paused(&a, "cf", false).await;
+    wait_for(&a.ws, "cf", "Running", in_state(WorkspaceState::Running)).await;
+    let pod = workspace_pod(&a, "cf").await;
+    assert!(restored_message(&pod).is_none(), "a cold start");
+    let truth = sim.truth().events();
+    assert_eq!(truth_count(&truth, Transition::CheckpointFailed), 1);
+    assert_eq!(truth_count(&truth, Transition::ColdStarted), 2);
+    wait_for(
+        &a.ws,
+        "cf",
+        "the failure mark cleared",
+        |w: Option<&Workspace>| w.is_some_and(|w| ann(w, STATE).is_none()),
+    )
+    .await;
+
+    // Without the fault, the next pause gets a fresh trigger and a snapshot.
+    a.ws.patch(
+        "cf",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {FAULT: null}}})),
+    )
+    .await
+    .unwrap();
+    set_paused(&a, "cf", true).await;
+    let w = wait_for(
+        &a.ws,
+        "cf",
+        "Paused again",
+        in_state(WorkspaceState::Paused),
+    )
+    .await;
+    assert_eq!(ann(&w, STATE).as_deref(), Some("Ready"));
+    let snap = ann(&w, LAST).expect("a snapshot this time");
+    let trig = a.triggers.get("ws-cf-trigger").await.unwrap();
+    assert_eq!(status(&trig)["snapshotCreated"]["name"], json!(snap));
+}
+
+#[tokio::test]
+async fn a_hung_checkpoint_stays_awaiting_and_the_pause_stays_held() {
+    let sim = start(&[Fault::CheckpointHangs]).await;
+    let a = apis(&sim).await;
+    create_workspace(&a, &sim, "hang", "").await;
+    wait_for(&a.ws, "hang", "Running", in_state(WorkspaceState::Running)).await;
+    let pod = workspace_pod(&a, "hang").await;
+    set_paused(&a, "hang", true).await;
+    let snaps = wait_list(
+        &a.snaps,
+        &format!("{TRIGGERED_BY}=ws-hang-trigger"),
+        "a snapshot in progress past its upload time",
+        |l| l.iter().any(|s| cond(&**s, "InProgress").is_some()),
+    )
+    .await;
+    let ready = cond(&*snaps[0], "Ready").unwrap();
+    assert_eq!(
+        (&ready["status"], &ready["reason"]),
+        (&json!("False"), &json!("AwaitingCheckpoint"))
+    );
+    let w = a.ws.get("hang").await.unwrap();
+    assert!(!w.spec.paused);
+    assert_eq!(ann(&w, STATE).as_deref(), Some("Checkpointing"));
+    let trig = a.triggers.get("ws-hang-trigger").await.unwrap();
+    assert_eq!(cond(&trig, "Triggered").unwrap()["status"], "Unknown");
+    let p = a.pods.get(&pod.name_any()).await.unwrap();
+    assert_eq!(p.status.unwrap().phase.as_deref(), Some("Running"));
+}
+
+#[tokio::test]
+async fn a_snapshot_whose_deletion_is_stuck_stays_deleting_with_its_bytes() {
+    let sim = start(&[]).await;
+    let a = apis(&sim).await;
+    let (_, snap_name) = run_and_pause(&a, &sim, "sd", "snapshot-stuck-deleting").await;
+    let uid = a.snaps.get(&snap_name).await.unwrap().uid().unwrap();
+    set_paused(&a, "sd", false).await;
+    wait_for(&a.ws, "sd", "Running", in_state(WorkspaceState::Running)).await;
+    wait_list(&a.events, "", "SnapshotDeletionFailed event", |l| {
+        l.iter().any(|e| {
+            e.reason.as_deref() == Some("SnapshotDeletionFailed")
+                && e.involved_object.name.as_deref() == Some(snap_name.as_str())
+        })
+    })
+    .await;
+    let snap = a.snaps.get(&snap_name).await.unwrap();
+    assert!(snap.metadata.deletion_timestamp.is_some(), "Deleting");
+    let objects = listed(&bucket_listing(&sim, &format!("kubeflow-notebooks/{uid}/")).await);
+    assert_eq!(objects.len(), 3, "the bytes stay: {objects:?}");
+    assert_eq!(
+        truth_count(&sim.truth().events(), Transition::SnapshotDeleted),
+        0
+    );
+}
+
+/// Pauses and resumes a Workspace whose resume cannot restore; returns the resumed pod.
+async fn cold_resume(sim: &SimHandle, a: &Apis, name: &str, faults: &str) -> Pod {
+    let (_, snap) = run_and_pause(a, sim, name, faults).await;
+    assert!(!snap.is_empty(), "the checkpoint itself succeeds");
+    set_paused(a, name, false).await;
+    wait_for(&a.ws, name, "Running", in_state(WorkspaceState::Running)).await;
+    let pod = workspace_pod(a, name).await;
+    assert_eq!(ann(&pod, PS_NAME).as_deref(), Some(snap.as_str()));
+    assert!(restored_message(&pod).is_none(), "no PodRestored condition");
+    assert!(
+        snapshot_events(a).await.is_empty(),
+        "no GKEPodSnapshotting event"
+    );
+    let truth = sim.truth().events();
+    assert_eq!(truth_count(&truth, Transition::Restored), 0);
+    assert_eq!(truth_count(&truth, Transition::ColdStarted), 2);
+    pod
+}
+
+#[tokio::test]
+async fn silent_cold_start_run_wide_resumes_without_a_trace() {
+    let sim = start(&[Fault::SilentColdStart]).await;
+    let a = apis(&sim).await;
+    cold_resume(&sim, &a, "scs", "").await;
+}
+
+#[tokio::test]
+async fn gpu_model_mismatch_on_a_workspace_cold_starts_its_resume() {
+    let sim = start(&[]).await;
+    let a = apis(&sim).await;
+    cold_resume(&sim, &a, "gmm", "gpu-model-mismatch").await;
+}
+
+#[tokio::test]
+async fn slow_restore_takes_ten_times_the_restore_time() {
+    let sim = start(&[]).await;
+    let a = apis(&sim).await;
+    let (_, snap) = run_and_pause(&a, &sim, "slow", "slow-restore").await;
+    set_paused(&a, "slow", false).await;
+    wait_for(&a.ws, "slow", "Running", in_state(WorkspaceState::Running)).await;
+    let pod = workspace_pod(&a, "slow").await;
+    assert!(restored_message(&pod).is_some());
+    let restored = sim
+        .truth()
+        .events()
+        .into_iter()
+        .find(|e| e.transition == Transition::Restored)
+        .expect("a restore");
+    assert_eq!(restored.detail.as_deref(), Some(snap.as_str()));
+    let restore_ms = sim.platform().unwrap().profile.timing.restore_ms as f64;
+    assert_eq!(restored.imposed_delay_ms, Some(10.0 * restore_ms));
+}
+
+#[tokio::test]
+async fn duplicate_restore_attempts_restore_one_snapshot_twice() {
+    let sim = start(&[]).await;
+    let a = apis(&sim).await;
+    let (_, snap) = run_and_pause(&a, &sim, "dup", "duplicate-restore-attempts").await;
+    set_paused(&a, "dup", false).await;
+    let restores = wait_list(&a.events, "", "two GKEPodSnapshotting events", |l| {
+        l.iter()
+            .filter(|e| e.reason.as_deref() == Some("GKEPodSnapshotting"))
+            .count()
+            >= 2
+    })
+    .await;
+    let mut pods: Vec<_> = restores
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("GKEPodSnapshotting"))
+        .map(|e| {
+            assert!(e.message.as_deref().unwrap_or("").contains(&snap));
+            e.involved_object.name.clone().unwrap_or_default()
+        })
+        .collect();
+    pods.sort();
+    assert_eq!(pods.len(), 2);
+    assert_eq!(pods[1], format!("{}-duplicate", pods[0]));
+    assert_eq!(truth_count(&sim.truth().events(), Transition::Restored), 2);
+    // The add-on cleans up after the first restore: the duplicate goes with the snapshots.
+    wait_gone(&a.pods, &pods[1], "duplicate pod deleted").await;
+    wait_gone(&a.snaps, &snap, "snapshot deleted").await;
+}
+
+#[tokio::test]
+async fn lose_home_files_empties_the_home_volume_during_the_pause() {
+    let sim = start(&[]).await;
+    let a = apis(&sim).await;
+    create_workspace(&a, &sim, "lhf", "lose-home-files").await;
+    wait_for(&a.ws, "lhf", "Running", in_state(WorkspaceState::Running)).await;
+    let home = sim
+        .platform()
+        .unwrap()
+        .pods
+        .volumes_root
+        .join(NS)
+        .join("lhf-home");
+    std::fs::create_dir_all(home.join("data")).unwrap();
+    std::fs::write(home.join("notes.txt"), "on disk").unwrap();
+    set_paused(&a, "lhf", true).await;
+    wait_for(&a.ws, "lhf", "Paused", in_state(WorkspaceState::Paused)).await;
+    assert!(home.is_dir(), "the volume stays");
+    assert_eq!(std::fs::read_dir(&home).unwrap().count(), 0, "its files go");
+    set_paused(&a, "lhf", false).await;
+    wait_for(&a.ws, "lhf", "Running", in_state(WorkspaceState::Running)).await;
+    assert!(!home.join("notes.txt").exists());
+}
+
+// --- The agent on hand-made objects -------------------------------------------------------
+
+fn cpu_pod(name: &str, app: &str, image: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"app": app}},
+        "spec": {"runtimeClassName": "gvisor",
+                 "containers": [{"name": "main", "image": image}]}
+    }))
+    .unwrap()
+}
+
+fn policy(name: &str, app: &str, post: &str, extra: Value) -> PodSnapshotPolicy {
+    let mut spec = json!({
+        "selector": {"matchLabels": {"app": app}},
+        "storageConfigName": "kubeflow-pod-snapshot-storage-config",
+        "triggerConfig": {"type": "manual", "postCheckpoint": post},
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        spec[k] = v.clone();
+    }
+    serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap()
+}
+
+fn trigger(name: &str, pod: &str) -> PodSnapshotManualTrigger {
+    serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"targetPod": pod}})).unwrap()
+}
+
+/// Triggers a checkpoint of `pod` and waits for its PodSnapshot to be Ready.
+async fn snapshot_of(a: &Apis, trigger_name: &str, pod: &str) -> PodSnapshot {
+    a.triggers
+        .create(&PostParams::default(), &trigger(trigger_name, pod))
+        .await
+        .unwrap();
+    let t = wait_for(
+        &a.triggers,
+        trigger_name,
+        "Triggered=True",
+        has_cond("Triggered", "True"),
+    )
+    .await;
+    let name = status(&t)["snapshotCreated"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    wait_for(&a.snaps, &name, "Ready", has_cond("Ready", "True")).await
+}
+
+#[tokio::test]
+async fn triggers_fail_with_the_reason() {
+    let sim = start(&[]).await;
+    let a = apis(&sim).await;
+    let mut plain = cpu_pod("plain", "x", "busybox");
+    plain.spec.as_mut().unwrap().runtime_class_name = None;
+    for p in [plain, cpu_pod("orphan", "nobody", "busybox")] {
+        a.pods.create(&PostParams::default(), &p).await.unwrap();
+        wait_for(
+            &a.pods,
+            &p.name_any(),
+            "running",
+            conditions::is_pod_running(),
+        )
+        .await;
+    }
+    a.policies
+        .create(
+            &PostParams::default(),
+            &policy("px", "x", "stop", json!({})),
+        )
+        .await
+        .unwrap();
+    for (t, pod, why) in [
+        ("t-missing", "nope", "not found"),
+        ("t-plain", "plain", "runtimeClassName must be gvisor"),
+        ("t-orphan", "orphan", "no PodSnapshotPolicy"),
+    ] {
+        a.triggers
+            .create(&PostParams::default(), &trigger(t, pod))
+            .await
+            .unwrap();
+        let got = wait_for(
+            &a.triggers,
+            t,
+            "Triggered=False",
+            has_cond("Triggered", "False"),
+        )
+        .await;
+        let c = cond(&got, "Triggered").unwrap();
+        assert_eq!(c["reason"], "Failed");
+        assert!(c["message"].as_str().unwrap().contains(why), "{c}");
+    }
+    let px = wait_for(&a.policies, "px", "policy Ready", has_cond("Ready", "True")).await;
+    assert_eq!(cond(&px, "Ready").unwrap()["reason"], "Ready");
+    let mut bad = policy("py", "y", "stop", json!({}));
+    bad.spec.storage_config_name = "missing".into();
+    a.policies
+        .create(&PostParams::default(), &bad)
+        .await
+        .unwrap();
+    let py = wait_for(
+        &a.policies,
+        "py",
+        "policy not Ready",
+        has_cond("Ready", "False"),
+    )
+    .await;
+    assert_eq!(cond(&py, "Ready").unwrap()["reason"], "TriggerFailed");
+}
+
+#[tokio::test]
+async fn a_restore_needs_the_same_distilled_spec_and_stop_completes_the_source_pod() {
+    let sim = start(&[]).await;
+    let a = apis(&sim).await;
+    a.policies
+        .create(
+            &PostParams::default(),
+            &policy("pr", "r", "stop", json!({})),
+        )
+        .await
+        .unwrap();
+    a.pods
+        .create(&PostParams::default(), &cpu_pod("src", "r", "img:1"))
+        .await
+        .unwrap();
+    wait_for(&a.pods, "src", "running", conditions::is_pod_running()).await;
+    let snap = snapshot_of(&a, "tr", "src").await;
+    assert_eq!(
+        ann(&snap, "sim.wsgate.dev/machine-series").as_deref(),
+        Some("e2")
+    );
+    let src = wait_for(&a.pods, "src", "Completed", |p: Option<&Pod>| {
+        p.and_then(|p| p.status.as_ref())
+            .and_then(|s| s.phase.as_deref())
+            == Some("Succeeded")
+    })
+    .await;
+    let terminated = src.status.unwrap().container_statuses.unwrap()[0]
+        .state
+        .clone()
+        .unwrap()
+        .terminated
+        .unwrap();
+    assert_eq!(terminated.reason.as_deref(), Some("Completed"));
+    // Another image: a different distilled spec, so a silent cold start.
+    a.pods
+        .create(&PostParams::default(), &cpu_pod("other", "r", "img:2"))
+        .await
+        .unwrap();
+    let other = wait_for(&a.pods, "other", "running", conditions::is_pod_running()).await;
+    assert!(restored_message(&other).is_none());
+    // The same spec with other env and resources: restored.
+    let mut same = cpu_pod("same", "r", "img:1");
+    let c = &mut same.spec.as_mut().unwrap().containers[0];
+    c.env = Some(vec![
+        serde_json::from_value(json!({"name": "X", "value": "1"})).unwrap(),
+    ]);
+    c.resources = Some(serde_json::from_value(json!({"requests": {"cpu": "1"}})).unwrap());
+    a.pods.create(&PostParams::default(), &same).await.unwrap();
+    let same = wait_for(&a.pods, "same", "running", conditions::is_pod_running()).await;
+    let message = restored_message(&same).expect("restored");
+    assert!(message.contains(&snap.uid().unwrap()), "{message}");
+}
+
+#[tokio::test]
+async fn retention_deletes_snapshots_after_their_last_access_timeout() {
+    let sim = start(&[]).await;
+    let a = apis(&sim).await;
+    a.policies
+        .create(
+            &PostParams::default(),
+            &policy(
+                "pt",
+                "t",
+                "resume",
+                json!({"retentionConfig": {"lastAccessTimeout": "2s"}}),
+            ),
+        )
+        .await
+        .unwrap();
+    a.pods
+        .create(&PostParams::default(), &cpu_pod("keep", "t", "img"))
+        .await
+        .unwrap();
+    wait_for(&a.pods, "keep", "running", conditions::is_pod_running()).await;
+    let snap = snapshot_of(&a, "tt", "keep").await;
+    let uid = snap.uid().unwrap();
+    let prefix = format!("kubeflow-notebooks/{uid}/");
+    assert_eq!(listed(&bucket_listing(&sim, &prefix).await).len(), 3);
+    wait_gone(&a.snaps, &snap.name_any(), "expired snapshot deleted").await;
+    assert!(listed(&bucket_listing(&sim, &prefix).await).is_empty());
+    // postCheckpoint: resume leaves the pod running.
+    let keep = a.pods.get("keep").await.unwrap();
+    assert_eq!(keep.status.unwrap().phase.as_deref(), Some("Running"));
+}
+
+#[tokio::test]
+async fn group_retention_keeps_the_newest_snapshots() {
+    let sim = start(&[]).await;
+    let a = apis(&sim).await;
+    let rules = json!({"snapshotGroupingRules": {"groupByLabelValue": {
+        "labels": ["app"], "groupRetentionPolicy": {"maxSnapshotCountPerGroup": 1}}}});
+    a.policies
+        .create(&PostParams::default(), &policy("pg", "g", "resume", rules))
+        .await
+        .unwrap();
+    a.pods
+        .create(&PostParams::default(), &cpu_pod("grp", "g", "img"))
+        .await
+        .unwrap();
+    wait_for(&a.pods, "grp", "running", conditions::is_pod_running()).await;
+    let first = snapshot_of(&a, "g1", "grp").await;
+    assert_eq!(first.labels().get("app").map(String::as_str), Some("g"));
+    let second = snapshot_of(&a, "g2", "grp").await;
+    wait_gone(&a.snaps, &first.name_any(), "the older snapshot pruned").await;
+    assert!(a.snaps.get_opt(&second.name_any()).await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn the_bucket_listing_needs_a_platform() {
+    let sim = crate::common::start_sim().await;
+    let r = raw_client(&sim)
+        .get(format!("{}/storage/v1/b/{BUCKET}/o", sim.url()))
+        .bearer_auth(sim.token())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], 404);
+}
