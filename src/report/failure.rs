@@ -1,5 +1,7 @@
 //! What went wrong in a failed scenario and in which phase, in words every writer shares.
 
+use std::time::Duration;
+
 use serde::Serialize;
 
 use super::fmt::{first_line, phase_label};
@@ -57,27 +59,38 @@ pub fn failure_summary(scenario: &ScenarioReport) -> Option<FailureSummary> {
     })
 }
 
-/// The phase that was under way when the scenario stopped: among the phases whose start was
-/// observed but whose end never came after it, those with the latest start; of them the
-/// first in [`PHASES`] order (resume -> scheduled before resume -> Running).
+/// The phase that was under way when the scenario stopped: a phase whose start was observed
+/// but whose end never came after it, unless a later phase (in [`PHASES`] order) that
+/// started no earlier did complete (a cold start completes resume -> recovered, so its
+/// resume -> next cell was never under way). Of the rest, the latest-started; on a tie the
+/// first in order (resume -> scheduled before resume -> Running).
 fn open_phase(timeline: &Timeline) -> Option<String> {
-    PHASES
+    let state: Vec<(Option<Duration>, bool)> = PHASES
         .iter()
-        .filter_map(|def| {
-            let from = timeline.last(def.from)?;
-            match timeline.first_after(def.to, from.offset) {
-                Some(_) => None,
-                None => Some((from.offset, def.name)),
-            }
+        .map(|def| match timeline.last(def.from) {
+            Some(from) => (
+                Some(from.offset),
+                timeline.first_after(def.to, from.offset).is_some(),
+            ),
+            None => (None, false),
         })
-        .fold(
-            None,
-            |best: Option<(std::time::Duration, &str)>, (at, name)| match best {
-                Some((b, _)) if b >= at => best,
-                _ => Some((at, name)),
-            },
-        )
-        .map(|(_, name)| name.to_string())
+        .collect();
+    let mut best: Option<(Duration, &str)> = None;
+    for (i, def) in PHASES.iter().enumerate() {
+        let (Some(start), false) = state[i] else {
+            continue;
+        };
+        let overtaken = state[i + 1..]
+            .iter()
+            .any(|(s, done)| *done && s.is_some_and(|s| s >= start));
+        if overtaken {
+            continue;
+        }
+        if best.is_none_or(|(b, _)| start > b) {
+            best = Some((start, def.name));
+        }
+    }
+    best.map(|(_, name)| name.to_string())
 }
 
 /// `waiting_for_resources`.
@@ -90,8 +103,6 @@ pub(crate) fn mark_name(mark: Mark) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
     use crate::report::model::{StepReport, StepStatus};
 
@@ -154,6 +165,19 @@ mod tests {
         assert_eq!(f.phase, None);
         assert!(
             f.message.ends_with("(after workspace_running)"),
+            "{}",
+            f.message
+        );
+        // A cold start completes resume -> recovered: resume -> next cell was never under way.
+        let s = scenario(&[
+            (Mark::ResumeRequested, 0),
+            (Mark::WorkspaceResumed, 900),
+            (Mark::RecoveryDone, 2000),
+        ]);
+        let f = failure_summary(&s).unwrap();
+        assert_eq!(f.phase, None, "{}", f.message);
+        assert!(
+            f.message.ends_with("(after recovery_done)"),
             "{}",
             f.message
         );

@@ -147,7 +147,7 @@ fn scenario(out: &mut String, i: usize, s: &ScenarioReport) {
         if let Some(step) = &f.step {
             let _ = write!(out, "<br>Failed step: <code>{}</code>", html(step));
         }
-        let _ = write!(out, "</p><pre>{}</pre>\n", html(&f.detail));
+        let _ = writeln!(out, "</p><pre>{}</pre>", html(&f.detail));
     }
     if let Some(svg) = svg::timeline(&s.timeline) {
         out.push_str(&svg);
@@ -184,9 +184,9 @@ fn scenario(out: &mut String, i: usize, s: &ScenarioReport) {
         out.push_str("</ul>\n");
     }
     if s.snapshot_uid.is_some() || s.snapshot_bytes.is_some() {
-        let _ = write!(
+        let _ = writeln!(
             out,
-            "<p>Snapshot: <code>{}</code>{}</p>\n",
+            "<p>Snapshot: <code>{}</code>{}</p>",
             html(s.snapshot_uid.as_deref().unwrap_or("unknown")),
             s.snapshot_bytes
                 .map(|b| format!(", {}", bytes(b)))
@@ -211,9 +211,9 @@ fn scenario(out: &mut String, i: usize, s: &ScenarioReport) {
         out.push_str("</ul></details>\n");
     }
     if !s.log.is_empty() {
-        let _ = write!(
+        let _ = writeln!(
             out,
-            "<details><summary>Log ({} lines)</summary><pre>{}</pre></details>\n",
+            "<details><summary>Log ({} lines)</summary><pre>{}</pre></details>",
             s.log.len(),
             html(&s.log.join("\n"))
         );
@@ -228,9 +228,9 @@ fn cleanup(out: &mut String, r: &RunReport) {
     let leaks: Vec<_> = r.leaks().collect();
     out.push_str("<h2>Cleanup</h2>\n");
     if leaks.is_empty() {
-        let _ = write!(
+        let _ = writeln!(
             out,
-            "<p class=\"passed\">No leaks ({} objects).</p>\n",
+            "<p class=\"passed\">No leaks ({} objects).</p>",
             r.cleanup.len()
         );
         return;

@@ -6,7 +6,7 @@ use super::model::RunReport;
 use crate::timeline::PHASES;
 
 /// Scenario names longer than this are cut (with `…`).
-const NAME_WIDTH: usize = 48;
+const NAME_WIDTH: usize = 40;
 
 /// The phase table of `report`, ending in a newline; a one-line note when nothing ran.
 pub fn phase_table(report: &RunReport) -> String {
@@ -26,9 +26,23 @@ pub fn phase_table(report: &RunReport) -> String {
             }
         }
     }
+    // Two header lines: `resume →` over `Running`.
+    let mut top = vec![String::new(); 3];
     let mut header = vec!["scenario".to_string(), "status".into(), "verdict".into()];
-    header.extend(names.iter().map(|n| phase_label(n)));
-    let mut rows = vec![header];
+    for n in &names {
+        let label = phase_label(n);
+        match label.split_once(" → ") {
+            Some((from, to)) => {
+                top.push(format!("{from} →"));
+                header.push(to.to_string());
+            }
+            None => {
+                top.push(String::new());
+                header.push(label);
+            }
+        }
+    }
+    let mut rows = vec![top, header];
     for s in &report.scenarios {
         let mut row = vec![
             cut(&s.name, NAME_WIDTH),
@@ -55,8 +69,8 @@ pub fn phase_table(report: &RunReport) -> String {
             .enumerate()
             .map(|(c, cell)| {
                 let pad = widths[c] - cell.chars().count();
-                // Text columns left-aligned, durations right-aligned.
-                if c < 3 {
+                // Headers and text columns left-aligned, durations right-aligned.
+                if c < 3 || i < 2 {
                     format!("{cell}{}", " ".repeat(pad))
                 } else {
                     format!("{}{cell}", " ".repeat(pad))
@@ -65,7 +79,7 @@ pub fn phase_table(report: &RunReport) -> String {
             .collect();
         out.push_str(cells.join("  ").trim_end());
         out.push('\n');
-        if i == 0 {
+        if i == 1 {
             let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
             out.push_str(&rule.join("  "));
             out.push('\n');
@@ -107,7 +121,7 @@ mod tests {
             phase("resume_to_running", 11_600),
             phase("pause_to_gpu_free", 121_400),
         ];
-        let mut b = ScenarioReport::new("f", &"x".repeat(60));
+        let mut b = ScenarioReport::new("f", "x".repeat(60));
         b.status = ScenarioStatus::Failed;
         b.phases = vec![phase("drain_to_empty", 5)];
         let r = RunReport {
@@ -116,19 +130,32 @@ mod tests {
         };
         let t = phase_table(&r);
         let lines: Vec<&str> = t.lines().collect();
-        assert_eq!(lines.len(), 4, "{t}");
-        let header = lines[0];
-        let gpu = header.find("pause → GPU free").unwrap();
-        let run = header.find("resume → Running").unwrap();
-        let custom = header.find("drain → empty").unwrap();
+        assert_eq!(lines.len(), 5, "{t}");
+        let (top, header) = (lines[0], lines[1]);
+        let col = |line: &str, text: &str| {
+            line.chars().count()
+                - line.split_once(text).unwrap().1.chars().count()
+                - text.chars().count()
+        };
+        let (gpu, run, custom) = (
+            col(header, "GPU free"),
+            col(header, "Running"),
+            col(header, "empty"),
+        );
         assert!(gpu < run && run < custom, "{t}");
+        assert_eq!(
+            col(top, "pause →"),
+            gpu,
+            "`pause →` sits over `GPU free`:\n{t}"
+        );
+        assert_eq!(col(top, "drain →"), custom, "{t}");
         assert!(
-            lines[2].contains("2 m 01 s") && lines[2].contains("11.6 s"),
+            lines[3].contains("2 m 01 s") && lines[3].contains("11.6 s"),
             "{t}"
         );
-        assert!(lines[3].contains('…') && lines[3].contains("5 ms"), "{t}");
+        assert!(lines[4].contains('…') && lines[4].contains("5 ms"), "{t}");
         let width = |l: &str| l.chars().count();
-        assert_eq!(width(lines[1]), width(lines[2].trim_end()), "{t}");
+        assert_eq!(width(lines[2]), width(lines[3]), "{t}");
         assert_eq!(phase_table(&RunReport::default()), "no scenarios\n");
     }
 }

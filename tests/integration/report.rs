@@ -465,7 +465,7 @@ fn report_re_renders_markdown_and_html_and_refuses_bad_input() {
             .contains("<svg")
     );
     assert!(
-        text(&o).contains("resume → Running"),
+        text(&o).contains("resume →") && text(&o).contains("GPU free"),
         "the phase table: {}",
         text(&o)
     );

@@ -371,6 +371,7 @@ impl Store {
         ] {
             m.remove(f);
         }
+        self.mutate(&inner, kind, None, &mut obj)?;
         {
             let lister = |k: &KindInfo, ns: Option<&str>| {
                 Self::list_locked(

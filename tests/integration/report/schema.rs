@@ -76,32 +76,33 @@ fn check(root: &Value, schema: &Value, v: &Value, path: &str, errors: &mut Vec<S
             return;
         }
     }
-    if let Some(c) = schema.get("const") {
-        if c != v && !scalar_placeholder {
-            errors.push(format!("{path}: expected {c}, found {v}"));
-        }
+    if let Some(c) = schema.get("const")
+        && c != v
+        && !scalar_placeholder
+    {
+        errors.push(format!("{path}: expected {c}, found {v}"));
     }
-    if let Some(options) = schema.get("enum").and_then(Value::as_array) {
-        if !options.contains(v) {
-            errors.push(format!("{path}: {v} is not one of {options:?}"));
-        }
+    if let Some(options) = schema.get("enum").and_then(Value::as_array)
+        && !options.contains(v)
+    {
+        errors.push(format!("{path}: {v} is not one of {options:?}"));
     }
-    if let (Some(min), Some(n)) = (schema.get("minimum").and_then(Value::as_f64), v.as_f64()) {
-        if n < min {
-            errors.push(format!("{path}: {n} < minimum {min}"));
-        }
+    if let (Some(min), Some(n)) = (schema.get("minimum").and_then(Value::as_f64), v.as_f64())
+        && n < min
+    {
+        errors.push(format!("{path}: {n} < minimum {min}"));
     }
-    if let (Some(min), Some(s)) = (schema.get("minLength").and_then(Value::as_u64), v.as_str()) {
-        if (s.chars().count() as u64) < min {
-            errors.push(format!("{path}: shorter than {min}"));
-        }
+    if let (Some(min), Some(s)) = (schema.get("minLength").and_then(Value::as_u64), v.as_str())
+        && (s.chars().count() as u64) < min
+    {
+        errors.push(format!("{path}: shorter than {min}"));
     }
-    if schema.get("format").and_then(Value::as_str) == Some("date-time") {
-        if let Some(s) = v.as_str() {
-            if !scalar_placeholder && chrono::DateTime::parse_from_rfc3339(s).is_err() {
-                errors.push(format!("{path}: {s:?} is not an RFC 3339 date-time"));
-            }
-        }
+    if schema.get("format").and_then(Value::as_str) == Some("date-time")
+        && let Some(s) = v.as_str()
+        && !scalar_placeholder
+        && chrono::DateTime::parse_from_rfc3339(s).is_err()
+    {
+        errors.push(format!("{path}: {s:?} is not an RFC 3339 date-time"));
     }
     if let (Some(items), Some(array)) = (schema.get("items"), v.as_array()) {
         for (i, item) in array.iter().enumerate() {

@@ -218,6 +218,54 @@ mod tests {
     }
 
     #[test]
+    fn the_admission_hook_holds_pauses_and_prepares_pods_of_enabled_workspaces() {
+        use std::sync::Arc;
+        let wsk = Arc::new(json!({"metadata": {"name": "resumable",
+            "annotations": {SNAPSHOT_ENABLED: "true"}}}));
+        let pod = Arc::new(json!({"metadata": {"name": "ws-a-0", "namespace": "ns",
+            "labels": {WORKSPACE_LABEL: "a"}}, "status": {"phase": "Running"}}));
+        let ws = json!({"metadata": {"name": "a", "namespace": "ns",
+            "annotations": {CHECKPOINT_STATE: "Ready", LAST_CHECKPOINT_NAME: "snap"}},
+            "spec": {"kind": "resumable", "paused": false}});
+        let stored = Arc::new(ws.clone());
+        let list = move |k: &KindInfo, _: Option<&str>| match k.kind {
+            "WorkspaceKind" => vec![wsk.clone()],
+            "Pod" => vec![pod.clone()],
+            "Workspace" => vec![stored.clone()],
+            _ => Vec::new(),
+        };
+        let ws_kind = kind("Workspace");
+        // The add-on's own pause (state Ready) passes.
+        let mut own = ws.clone();
+        own["spec"]["paused"] = json!(true);
+        mutate(ws_kind, Some(&ws), &mut own, &list).unwrap();
+        assert_eq!(own["spec"]["paused"], true);
+        // A user's pause with a running pod is held.
+        let mut old = ws.clone();
+        clear_state(&mut old);
+        let mut user = old.clone();
+        user["spec"]["paused"] = json!(true);
+        mutate(ws_kind, Some(&old), &mut user, &list).unwrap();
+        assert_eq!(user["spec"]["paused"], false);
+        assert_eq!(annotation(&user, CHECKPOINT_STATE), Some("Checkpointing"));
+        // Disabled on the Workspace itself: the pause goes through.
+        let mut off = user.clone();
+        clear_state(&mut off);
+        off["metadata"]["annotations"][SNAPSHOT_ENABLED] = json!("false");
+        off["spec"]["paused"] = json!(true);
+        mutate(ws_kind, Some(&old), &mut off, &list).unwrap();
+        assert_eq!(off["spec"]["paused"], true);
+        // A new pod of the paused Workspace is pinned to its last checkpoint.
+        let mut new_pod = json!({"metadata": {"name": "ws-a-0", "namespace": "ns",
+            "labels": {WORKSPACE_LABEL: "a"}}, "spec": {"containers": []}, "status": {}});
+        mutate(kind("Pod"), None, &mut new_pod, &list).unwrap();
+        assert_eq!(annotation(&new_pod, PS_NAME), Some("snap"));
+        assert_eq!(new_pod["spec"]["runtimeClassName"], "gvisor");
+        assert_eq!(new_pod["status"]["conditions"][0]["type"], ACTIVE_GATE);
+        assert_eq!(new_pod["status"]["conditions"][0]["status"], "True");
+    }
+
+    #[test]
     fn pods_get_the_sandbox_the_gate_and_the_pin_once() {
         let mut pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "main"}],
             "readinessGates": [{"conditionType": "other"}]}});
