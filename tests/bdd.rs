@@ -1,28 +1,154 @@
 //! The verification suite against the embedded simulator, exactly as a user runs it:
-//! `wsgate run` (no flags) from the project directory. `harness = false`: this is the
-//! test's main, and it ends with cucumber's summary and a `N passed, N failed` line.
+//! `wsgate run` from the project directory. First on a healthy simulator, where every
+//! scenario must pass; then with simulator faults, where the suite must fail the scenarios
+//! the fault breaks, for the right reason, and pass the rest. `harness = false`: this is
+//! the test's main, and it ends with a `N passed, N failed` line.
 
+use std::path::Path;
 use std::process::{Command, ExitCode};
 
-fn main() -> ExitCode {
-    let root = env!("CARGO_MANIFEST_DIR");
-    let status = Command::new(env!("CARGO_BIN_EXE_wsgate"))
-        .arg("run")
+use serde_json::Value;
+
+/// One suite run: extra `wsgate run` arguments, and per scenario (by a name fragment) the
+/// expected status and, for failures, a fragment the failure message must contain.
+struct Case {
+    name: &'static str,
+    fault: Option<&'static str>,
+    expect: &'static [(&'static str, &'static str, &'static str)],
+}
+
+const CASES: &[Case] = &[
+    Case {
+        name: "healthy simulator",
+        fault: None,
+        expect: &[
+            ("resumes with its process", "passed", ""),
+            ("snapshot is deleted", "passed", ""),
+            ("kind without snapshots", "passed", ""),
+            ("snapshots are gone", "passed", ""),
+            ("GPU squeeze", "passed", ""),
+        ],
+    },
+    Case {
+        name: "fault silent-cold-start",
+        fault: Some("silent-cold-start"),
+        expect: &[
+            (
+                "resumes with its process",
+                "failed",
+                "verdict FreshSession, expected Restored",
+            ),
+            ("snapshot is deleted", "passed", ""),
+            ("kind without snapshots", "passed", ""),
+            (
+                "snapshots are gone",
+                "failed",
+                "verdict FreshSession, expected Restored",
+            ),
+            (
+                "GPU squeeze",
+                "failed",
+                "verdict FreshSession, expected Restored",
+            ),
+        ],
+    },
+    Case {
+        name: "fault lose-home-files",
+        fault: Some("lose-home-files"),
+        expect: &[
+            ("resumes with its process", "failed", "expected Restored"),
+            ("snapshot is deleted", "failed", "expected FreshSession"),
+            ("kind without snapshots", "failed", "expected FreshSession"),
+            ("snapshots are gone", "failed", "expected Restored"),
+            ("GPU squeeze", "failed", "expected Restored"),
+        ],
+    },
+];
+
+fn run_case(root: &Path, case: &Case) -> Result<(), String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_wsgate"));
+    cmd.arg("run")
+        .arg("--reports")
+        .arg(dir.path())
         .current_dir(root)
-        .env_remove("KUBECONFIG")
-        .status();
-    match status {
-        Ok(s) if s.success() => {
-            println!("bdd: 1 passed, 0 failed");
-            ExitCode::SUCCESS
+        .env_remove("KUBECONFIG");
+    if let Some(fault) = case.fault {
+        let profile = std::fs::read_to_string(root.join("fixtures/sim/default.toml"))
+            .map_err(|e| e.to_string())?;
+        let profile = profile.replace("enabled = []", &format!("enabled = [\"{fault}\"]"));
+        let path = dir.path().join("faulty.toml");
+        std::fs::write(&path, profile).map_err(|e| e.to_string())?;
+        cmd.arg("--set")
+            .arg(format!("sim.profile={}", path.display()));
+    }
+    let status = cmd
+        .status()
+        .map_err(|e| format!("cannot start wsgate: {e}"))?;
+    let report = std::fs::read_dir(dir.path())
+        .map_err(|e| e.to_string())?
+        .flatten()
+        .map(|e| e.path().join("report.json"))
+        .find(|p| p.exists())
+        .ok_or("wsgate run wrote no report.json")?;
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(report).map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+    let scenarios = report["scenarios"]
+        .as_array()
+        .ok_or("report has no scenarios")?;
+    let mut problems = Vec::new();
+    for (fragment, status, message) in case.expect {
+        let Some(s) = scenarios
+            .iter()
+            .find(|s| s["name"].as_str().is_some_and(|n| n.contains(fragment)))
+        else {
+            problems.push(format!("scenario {fragment:?} did not run"));
+            continue;
+        };
+        let got = s["status"].as_str().unwrap_or("");
+        let failure = s["failure"].as_str().unwrap_or("");
+        if got != *status {
+            problems.push(format!(
+                "scenario {fragment:?}: {got}, expected {status} ({failure})"
+            ));
+        } else if !message.is_empty() && !failure.contains(message) {
+            problems.push(format!(
+                "scenario {fragment:?} failed for another reason: {failure}"
+            ));
         }
-        Ok(s) => {
-            println!("bdd: 0 passed, 1 failed (wsgate run exited with {s})");
-            ExitCode::FAILURE
+    }
+    let all_pass = case.expect.iter().all(|(_, s, _)| *s == "passed");
+    if all_pass != status.success() {
+        problems.push(format!("wsgate run exited with {status}"));
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("\n  "))
+    }
+}
+
+fn main() -> ExitCode {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (mut passed, mut failed) = (0, 0);
+    for case in CASES {
+        println!("\n=== bdd: {} ===", case.name);
+        match run_case(root, case) {
+            Ok(()) => {
+                println!("=== bdd: {}: as expected", case.name);
+                passed += 1;
+            }
+            Err(e) => {
+                println!("=== bdd: {}: NOT as expected:\n  {e}", case.name);
+                failed += 1;
+            }
         }
-        Err(e) => {
-            println!("bdd: 0 passed, 1 failed (cannot start wsgate: {e})");
-            ExitCode::FAILURE
-        }
+    }
+    println!("\nbdd: {passed} passed, {failed} failed");
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     }
 }
