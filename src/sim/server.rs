@@ -230,6 +230,11 @@ impl SimHandle {
             bookmark_interval: opts.bookmark_interval,
             truth: truth.clone(),
             bucket: ctx.as_ref().map(|c| c.bucket.clone()),
+            faults: opts
+                .platform
+                .as_ref()
+                .map(|p| api::ApiFaults::from_profile(&p.profile))
+                .unwrap_or_default(),
         };
         let app = api::router(state);
         let server = axum_server::Handle::new();

@@ -271,3 +271,54 @@ async fn status_lists_workspaces_in_plain_words() {
         text(&out)
     );
 }
+
+#[tokio::test]
+async fn sim_serves_its_kubeconfig_and_stops_cleanly_on_sigterm() {
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let kc = dir.path().join("kc.yaml");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_wsgate"))
+        .args(["sim", "--kubeconfig", kc.to_str().unwrap()])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !kc.exists() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no kubeconfig within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let yaml = std::fs::read_to_string(&kc).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::from_yaml(&yaml).unwrap(),
+        &Default::default(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        config
+            .cluster_url
+            .to_string()
+            .starts_with("https://127.0.0.1:"),
+        "loopback only"
+    );
+    let client = kube::Client::try_from(config).unwrap();
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
+    assert_eq!(
+        nodes.list(&Default::default()).await.unwrap().items.len(),
+        3,
+        "the default profile's nodes"
+    );
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let status = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "{status}");
+}

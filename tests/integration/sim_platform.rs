@@ -277,3 +277,106 @@ async fn resource_quota_refuses_gpu_pods_and_reports_usage() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+async fn start_with_faults(edit: impl FnOnce(&mut wsgate::sim::profile::SimProfile)) -> SimHandle {
+    wsgate::install_crypto_provider();
+    let mut opts = SimOptions::with_platform();
+    if let Some(p) = opts.platform.as_mut() {
+        p.profile.runtime.kind = wsgate::sim::profile::RuntimeKind::None;
+        edit(&mut p.profile);
+    }
+    SimHandle::start(opts).await.expect("simulator starts")
+}
+
+#[tokio::test]
+async fn fault_api_errors_answers_429_and_500_as_statuses() {
+    let sim = start_with_faults(|p| p.faults.api_error_rate = 0.5).await;
+    let http = crate::common::raw_client(&sim);
+    let (mut ok, mut throttled, mut failed) = (0, 0, 0);
+    for _ in 0..80 {
+        let r = http
+            .get(format!("{}/api/v1/namespaces/{NS}/pods", sim.url()))
+            .bearer_auth(sim.token())
+            .send()
+            .await
+            .unwrap();
+        match r.status().as_u16() {
+            200 => ok += 1,
+            429 => {
+                assert_eq!(
+                    r.headers().get("retry-after").and_then(|v| v.to_str().ok()),
+                    Some("1")
+                );
+                let body: serde_json::Value = r.json().await.unwrap();
+                assert_eq!(body["reason"], "TooManyRequests");
+                throttled += 1;
+            }
+            500 => {
+                let body: serde_json::Value = r.json().await.unwrap();
+                assert_eq!(body["kind"], "Status");
+                failed += 1;
+            }
+            other => panic!("unexpected {other}"),
+        }
+    }
+    assert!(
+        ok > 0 && throttled > 0 && failed > 0,
+        "ok {ok}, 429 {throttled}, 500 {failed}"
+    );
+}
+
+#[tokio::test]
+async fn fault_watch_drops_ends_streams_early_and_watchers_still_see_every_change() {
+    use futures::{StreamExt, TryStreamExt};
+    use kube::runtime::{WatchStreamExt, watcher};
+    let sim = start_with_faults(|p| {
+        p.faults
+            .enabled
+            .push(wsgate::sim::faults::Fault::WatchDrops)
+    })
+    .await;
+    let http = crate::common::raw_client(&sim);
+    let started = tokio::time::Instant::now();
+    let _ = http
+        .get(format!(
+            "{}/api/v1/namespaces/{NS}/pods?watch=true&timeoutSeconds=60",
+            sim.url()
+        ))
+        .bearer_auth(sim.token())
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the stream was dropped before its timeout"
+    );
+
+    let pods: Api<Pod> = Api::namespaced(sim.client().await.unwrap(), NS);
+    let mut names = watcher(pods.clone(), watcher::Config::default())
+        .default_backoff()
+        .applied_objects()
+        .boxed();
+    let creator = {
+        let pods = pods.clone();
+        tokio::spawn(async move {
+            for i in 0..6 {
+                pods.create(&PostParams::default(), &gpu_pod(&format!("w{i}")))
+                    .await
+                    .unwrap();
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        })
+    };
+    let mut seen = std::collections::BTreeSet::new();
+    while seen.len() < 6 {
+        let p = tokio::time::timeout(BUDGET, names.try_next())
+            .await
+            .expect("changes keep arriving")
+            .unwrap()
+            .unwrap();
+        seen.insert(p.name_any());
+    }
+    creator.await.unwrap();
+}

@@ -39,6 +39,33 @@ pub struct State {
     pub truth: Arc<crate::sim::truth::Truth>,
     /// The simulated snapshot bucket (`None` for an API-only simulator).
     pub bucket: Option<Arc<crate::sim::bucket::Bucket>>,
+    /// API-level faults (`api-errors`, `watch-drops`).
+    pub faults: ApiFaults,
+}
+
+/// The API server's own faults.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ApiFaults {
+    /// Fraction of requests answered 429 (with Retry-After) or 500 (fault `api-errors`).
+    pub error_rate: f64,
+    /// Whether watch streams end after a short random time (fault `watch-drops`).
+    pub watch_drops: bool,
+}
+
+impl ApiFaults {
+    /// From a simulator profile: `api-errors` with no rate set means 10 %.
+    pub fn from_profile(p: &crate::sim::profile::SimProfile) -> Self {
+        use crate::sim::faults::Fault;
+        let rate = p.faults.api_error_rate;
+        Self {
+            error_rate: if rate == 0.0 && p.has_fault(Fault::ApiErrors) {
+                0.1
+            } else {
+                rate
+            },
+            watch_drops: p.has_fault(Fault::WatchDrops),
+        }
+    }
 }
 
 /// A JSON reply with the given status.
@@ -79,6 +106,7 @@ pub fn router(state: State) -> Router {
         .route("/sim/v1/truth", get(truth))
         .route("/storage/v1/b/{bucket}/o", get(bucket_objects))
         .fallback(resources)
+        .layer(middleware::from_fn_with_state(state.clone(), inject_errors))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .with_state(state)
 }
@@ -141,6 +169,29 @@ async fn bucket_objects(
             &error_json(500, &e.to_string()),
         ),
     }
+}
+
+/// Fault `api-errors`: a fraction of resource requests get 429 (Retry-After: 1) or 500,
+/// as an overloaded API server answers.
+async fn inject_errors(AxState(state): AxState<State>, req: Request, next: Next) -> Response {
+    let rate = state.faults.error_rate;
+    let eligible = req.uri().path().starts_with("/api");
+    if rate > 0.0 && eligible {
+        use rand::RngExt;
+        let roll: f64 = rand::rng().random();
+        if roll < rate {
+            return if roll < rate / 2.0 {
+                let mut r = ApiError::too_many_requests().into_response();
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                r
+            } else {
+                ApiError::internal("etcdserver: request timed out (fault api-errors)")
+                    .into_response()
+            };
+        }
+    }
+    next.run(req).await
 }
 
 fn accept(headers: &HeaderMap) -> Option<&str> {

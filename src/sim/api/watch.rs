@@ -106,6 +106,10 @@ pub fn start(
     );
     let shutdown = state.shutdown.clone();
     let bookmark_every = state.bookmark_interval;
+    let drop_after = state.faults.watch_drops.then(|| {
+        use rand::RngExt;
+        Duration::from_millis(rand::rng().random_range(300..2000))
+    });
     tokio::spawn(async move {
         let sub = match sub {
             Ok(sub) => sub,
@@ -114,7 +118,7 @@ pub fn start(
                 return;
             }
         };
-        run(feed, sub, shutdown, bookmark_every).await;
+        run(feed, sub, shutdown, bookmark_every, drop_after).await;
     });
     Response::builder()
         .status(StatusCode::OK)
@@ -128,6 +132,7 @@ async fn run(
     mut sub: crate::sim::store::Subscription,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
     bookmark_every: Duration,
+    drop_after: Option<Duration>,
 ) {
     let mut last_rv = sub.resource_version;
     for obj in &sub.initial {
@@ -156,6 +161,8 @@ async fn run(
     }
     // A real server keeps a watch without timeoutSeconds open for 30-60 minutes.
     let timeout = Duration::from_secs(feed.query.timeout_seconds.unwrap_or(1800));
+    // Fault `watch-drops`: the stream ends early, as when a connection to the API server drops.
+    let timeout = drop_after.map_or(timeout, |d| d.min(timeout));
     let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
     let mut ticker = tokio::time::interval(bookmark_every);
