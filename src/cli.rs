@@ -45,7 +45,7 @@ pub enum Command {
     /// Check a target's prerequisites (CRDs, add-on, GPU pool, RBAC) and print fixes
     Doctor(NotBuiltArgs),
     /// Remove objects that earlier wsgate runs left behind (expired or by run id)
-    Janitor(NotBuiltArgs),
+    Janitor(crate::commands::janitor::JanitorArgs),
     /// GPU-hour accounting and idle-threshold break-even from JSON reports
     Cost(crate::commands::cost::CostArgs),
     /// Re-render Markdown and HTML from a JSON report, or compare two reports

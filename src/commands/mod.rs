@@ -1,6 +1,7 @@
 //! What each subcommand does, and the one error type the binary maps to exit codes.
 
 pub mod cost;
+pub mod janitor;
 pub mod report;
 mod run;
 mod sim;
@@ -73,12 +74,11 @@ pub async fn dispatch(command: Command) -> Result<i32, CommandError> {
         Command::Cost(args) => cost::run(args).await,
         Command::Report(args) => report::run(args).await,
         Command::Status(args) => status::status(args.target).await,
-        Command::Gate(_) | Command::Drill(_) | Command::Doctor(_) | Command::Janitor(_) => {
-            Err(CommandError::NotBuilt {
-                command: name,
-                what: "it is planned (see the README's status table); nothing was done".to_string(),
-            })
-        }
+        Command::Janitor(args) => janitor::janitor(args).await,
+        Command::Gate(_) | Command::Drill(_) | Command::Doctor(_) => Err(CommandError::NotBuilt {
+            command: name,
+            what: "it is planned (see the README's status table); nothing was done".to_string(),
+        }),
     }
 }
 

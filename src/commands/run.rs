@@ -142,8 +142,34 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
     });
     println!("run id: {}", ctx.run_id);
     let started_at = chrono::Utc::now();
-    let outcome =
-        crate::bdd::run(ctx.clone(), &crate::bdd::runner::SuiteOptions { features }).await?;
+    let suite_options = crate::bdd::runner::SuiteOptions { features };
+    let suite = crate::bdd::run(ctx.clone(), &suite_options);
+    let outcome = tokio::select! {
+        outcome = suite => outcome?,
+        signal = super::interrupted() => {
+            let signal = signal?;
+            // In-flight scenarios are abandoned; everything this run created carries its
+            // run-id label, so sweep by label, then still write the reports.
+            eprintln!("{signal}: interrupted; removing what run {} created", ctx.run_id);
+            let selection = crate::platform::janitor::Selection::Run(ctx.run_id.clone());
+            let entries = crate::platform::janitor::find_all(&ctx.client, &ctx.config.target.namespace, &selection)
+                .await
+                .unwrap_or_default();
+            let results = crate::platform::janitor::sweep(&ctx.client, &entries, ctx.config.budgets.delete.duration()).await;
+            ctx.cleanup
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend(results.into_iter().map(|r| ("(interrupted)".to_string(), r)));
+            write_reports(&ctx, &resolved, started_at, server, sim.as_ref().map(|s| s.token().to_string()), crate::exit_code::INTERRUPTED);
+            for (_, leak) in ctx.leaks() {
+                eprintln!("leak: {} {:?}", leak.object, leak.outcome);
+            }
+            if let Some(sim) = sim {
+                sim.shutdown().await;
+            }
+            return Ok(crate::exit_code::INTERRUPTED);
+        }
+    };
     write_reports(
         &ctx,
         &resolved,

@@ -135,7 +135,8 @@ impl Ledger {
     }
 }
 
-async fn delete_and_wait(client: &kube::Client, e: &Entry, budget: Duration) -> CleanupOutcome {
+/// Deletes one entry (bound to its uid) and waits, within `budget`, until it is gone.
+pub async fn delete_and_wait(client: &kube::Client, e: &Entry, budget: Duration) -> CleanupOutcome {
     let api = e.api(client);
     let uid = match &e.uid {
         Some(uid) => uid.clone(),

@@ -3,6 +3,7 @@
 
 pub mod crd;
 pub mod gpu;
+pub mod janitor;
 pub mod ledger;
 pub mod snapshots;
 pub mod status;

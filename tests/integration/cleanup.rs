@@ -1,0 +1,173 @@
+//! Nothing left behind: `wsgate janitor` removes labelled leftovers (by run id, or expired),
+//! and SIGINT during `wsgate run` removes everything the run created, writes the reports,
+//! and exits with the interrupted code.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
+use kube::api::{Api, ListParams, PostParams};
+use serde_json::json;
+use wsgate::platform::crd::Workspace;
+use wsgate::sim::{SimHandle, SimOptions};
+
+const NS: &str = "wsgate-test";
+
+fn wsgate() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_wsgate"));
+    c.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("KUBECONFIG");
+    c
+}
+
+async fn platform_sim() -> SimHandle {
+    wsgate::install_crypto_provider();
+    let mut opts = SimOptions::with_platform();
+    if let Some(p) = opts.platform.as_mut() {
+        p.profile.runtime.kind = wsgate::sim::profile::RuntimeKind::None;
+    }
+    SimHandle::start(opts).await.unwrap()
+}
+
+#[tokio::test]
+async fn janitor_removes_a_runs_objects_and_expired_ones_only() {
+    let sim = platform_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kc = dir.path().join("kc.yaml");
+    sim.write_kubeconfig(&kc).unwrap();
+    let client = sim.client().await.unwrap();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
+    let labelled = |name: &str, run: &str, expires: i64| -> Secret {
+        serde_json::from_value(json!({"metadata": {"name": name, "labels": {
+            "wsgate.dev/run-id": run, "wsgate.dev/expires": expires.to_string(), "app.kubernetes.io/managed-by": "wsgate"}}}))
+        .unwrap()
+    };
+    let past = chrono::Utc::now().timestamp() - 60;
+    let future = chrono::Utc::now().timestamp() + 3600;
+    for s in [
+        labelled("old-1", "r-old", past),
+        labelled("fresh-1", "r-new", future),
+        labelled("fresh-2", "r-new", future),
+    ] {
+        secrets.create(&PostParams::default(), &s).await.unwrap();
+    }
+    let unrelated: Secret =
+        serde_json::from_value(json!({"metadata": {"name": "not-ours"}})).unwrap();
+    secrets
+        .create(&PostParams::default(), &unrelated)
+        .await
+        .unwrap();
+    let kc_s = kc.to_str().unwrap().to_string();
+    let run = move |extra: &[&str]| {
+        let mut args = vec!["janitor", "--target", "cluster", "--kubeconfig", &kc_s];
+        args.extend_from_slice(extra);
+        wsgate().args(&args).output().unwrap()
+    };
+    let out = tokio::task::spawn_blocking({
+        let run = run.clone();
+        move || run(&["--dry-run"])
+    })
+    .await
+    .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success() && text.contains("old-1") && !text.contains("fresh-1"),
+        "{text}"
+    );
+    assert!(
+        secrets.get_opt("old-1").await.unwrap().is_some(),
+        "a dry run removes nothing"
+    );
+    let out = tokio::task::spawn_blocking({
+        let run = run.clone();
+        move || run(&[])
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(secrets.get_opt("old-1").await.unwrap().is_none());
+    assert!(secrets.get_opt("fresh-1").await.unwrap().is_some());
+    let out = tokio::task::spawn_blocking(move || run(&["--run-id", "r-new"]))
+        .await
+        .unwrap();
+    assert!(out.status.success());
+    assert!(secrets.get_opt("fresh-2").await.unwrap().is_none());
+    assert!(
+        secrets.get_opt("not-ours").await.unwrap().is_some(),
+        "unlabelled objects are never touched"
+    );
+}
+
+#[tokio::test]
+async fn sigint_during_a_run_leaves_nothing_behind_and_still_writes_reports() {
+    let sim = platform_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kc = dir.path().join("kc.yaml");
+    sim.write_kubeconfig(&kc).unwrap();
+    let reports = dir.path().join("reports");
+    let mut child = wsgate()
+        .args([
+            "run",
+            "--target",
+            "cluster",
+            "--kubeconfig",
+            kc.to_str().unwrap(),
+            "--name",
+            "resumes with its process",
+        ])
+        .arg("--reports")
+        .arg(&reports)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let client = sim.client().await.unwrap();
+    let workspaces: Api<Workspace> = Api::namespaced(client.clone(), NS);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while workspaces
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .is_empty()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the run created no workspace within 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let status = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), Some(wsgate::exit_code::INTERRUPTED));
+    let labelled = ListParams::default().labels("app.kubernetes.io/managed-by=wsgate");
+    assert!(
+        workspaces.list(&labelled).await.unwrap().items.is_empty(),
+        "workspaces left"
+    );
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), NS);
+    assert!(
+        pvcs.list(&labelled).await.unwrap().items.is_empty(),
+        "PVCs left"
+    );
+    let secrets: Api<Secret> = Api::namespaced(client, NS);
+    assert!(
+        secrets.list(&labelled).await.unwrap().items.is_empty(),
+        "secrets left"
+    );
+    let written = std::fs::read_dir(&reports)
+        .unwrap()
+        .flatten()
+        .any(|d| d.path().join("report.json").exists());
+    assert!(written, "the reports are written even when interrupted");
+}
