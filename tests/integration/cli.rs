@@ -191,18 +191,28 @@ async fn wrong_token_and_namespace_without_opt_in_are_refused() {
         text(&out)
     );
 
+    // The opted-in namespace passes the checks; a tag no scenario has selects nothing to run.
     let opted = kc.to_str().unwrap().to_string();
     let out = tokio::task::spawn_blocking(move || {
-        wsgate(&["run", "--target", "cluster", "--kubeconfig", &opted])
+        wsgate(&[
+            "run",
+            "--target",
+            "cluster",
+            "--kubeconfig",
+            &opted,
+            "--tags",
+            "@no-such-tag",
+        ])
     })
     .await
     .unwrap();
     assert_eq!(
         out.status.code(),
-        Some(wsgate::exit_code::NOT_BUILT),
+        Some(wsgate::exit_code::SUCCESS),
         "{}",
         text(&out)
     );
+    assert!(text(&out).contains("is opted in"), "{}", text(&out));
 
     std::fs::write(
         &kc,
