@@ -34,7 +34,7 @@ pub fn scenario_report(
             .tags
             .iter()
             .chain(scenario.tags.iter())
-            .map(|t| format!("@{t}"))
+            .cloned()
             .collect(),
         status,
         failure,

@@ -23,10 +23,10 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}th{background:#f6f8fa}
 .badge{display:inline-block;padding:1px 8px;border-radius:10px;background:#ddf4ff;font-size:12px}\
 .badge.sim{background:#fff8c5}pre{background:#f6f8fa;padding:8px;overflow-x:auto;white-space:pre-wrap}\
 section.scenario{border:1px solid #d0d7de;border-radius:6px;padding:4px 16px 12px;margin:16px 0}\
-svg text{font:11px system-ui,sans-serif;fill:#1f2328}svg text.mark,svg text.band,svg text.gap,svg text.count{text-anchor:middle}\
-svg text.hi{text-anchor:end}svg .axis{stroke:#57606a;stroke-width:1.5}svg .tick{stroke:#57606a;stroke-width:2}\
+svg text{font:11px system-ui,sans-serif;fill:#1f2328}svg text.mark,svg text.band,svg text.gap-label,svg text.count{text-anchor:middle}\
+svg text.hi,svg text.mark-end{text-anchor:end}svg .axis{stroke:#57606a;stroke-width:1.5}svg .tick{stroke:#57606a;stroke-width:2}\
 svg .lead{stroke:#afb8c1;stroke-dasharray:2 2}svg .gap{fill:#fff;stroke:#afb8c1;stroke-dasharray:3 3}\
-svg .b-pause{fill:#f5a524}svg .b-resume{fill:#4b8df8}svg .b-wait{fill:#e5534b}svg .b-cell{fill:#2da44e}\
+svg .b-pause{fill:#f5a524}svg .b-resume{fill:#4b8df8}svg .b-wait{fill:#e5534b}svg .b-cell{fill:#2da44e}svg .open{opacity:.45;stroke:#1f2328;stroke-dasharray:4 2}\
 svg text.band{fill:#fff;font-weight:600}svg .bar{fill:#4b8df8}figure{margin:12px 0}figcaption{font-weight:600}";
 
 /// The HTML page of `report`.
@@ -149,7 +149,7 @@ fn scenario(out: &mut String, i: usize, s: &ScenarioReport) {
         }
         let _ = writeln!(out, "</p><pre>{}</pre>", html(&f.detail));
     }
-    if let Some(svg) = svg::timeline(&s.timeline) {
+    if let Some(svg) = svg::timeline(&s.timeline, Some(s.elapsed())) {
         out.push_str(&svg);
         out.push('\n');
     }

@@ -50,11 +50,12 @@ pub fn junit_xml(report: &RunReport) -> Result<String, ReportError> {
 fn testcase(s: &ScenarioReport) -> TestCase {
     let name = xml_text(&s.name);
     let time = JDuration::seconds_f64(s.elapsed().as_secs_f64());
-    let mut case = match s.status {
-        ScenarioStatus::Passed => TestCase::success(&name, time),
-        ScenarioStatus::Skipped => TestCase::skipped(&name),
-        ScenarioStatus::Failed => {
-            let f = failure_summary(s).expect("a failed scenario has a failure summary");
+    let mut case = match (s.status, failure_summary(s)) {
+        (ScenarioStatus::Passed, _) | (ScenarioStatus::Failed, None) => {
+            TestCase::success(&name, time)
+        }
+        (ScenarioStatus::Skipped, _) => TestCase::skipped(&name),
+        (ScenarioStatus::Failed, Some(f)) => {
             let kind = match &f.phase {
                 Some(p) => format!("phase {p}"),
                 None => "step".to_string(),

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::failure::mark_name;
 use super::fmt::{duration, html, percentile};
-use crate::timeline::{Mark, Timeline};
+use crate::timeline::{Mark, Observation, Timeline};
 
 const WIDTH: f64 = 760.0;
 const MARGIN: f64 = 16.0;
@@ -23,35 +23,49 @@ const LABELLED: &[(Mark, &str)] = &[
     (Mark::NextCellDone, "next cell"),
 ];
 
-/// The spans drawn as bands: (from, to, css class, label).
-const BANDS: &[(Mark, Mark, &str, &str)] = &[
-    (
-        Mark::PauseRequested,
-        Mark::GpuReleased,
-        "b-pause",
-        "pause → GPU free",
-    ),
-    (
-        Mark::ResumeRequested,
-        Mark::WorkspaceResumed,
-        "b-resume",
-        "resume → Running",
-    ),
-    (
-        Mark::WaitingForResources,
-        Mark::PodScheduled,
-        "b-wait",
-        "waiting for a GPU",
-    ),
-    (
-        Mark::WorkspaceResumed,
-        Mark::NextCellDone,
-        "b-cell",
-        "Running → next cell",
-    ),
+/// A span drawn as a band under the axis.
+struct Band {
+    from: Mark,
+    to: Mark,
+    class: &'static str,
+    label: &'static str,
+    /// Drawn to the end, marked "not reached", when `to` never came: that is the finding.
+    open_ended: bool,
+}
+
+const BANDS: &[Band] = &[
+    Band {
+        from: Mark::PauseRequested,
+        to: Mark::GpuReleased,
+        class: "b-pause",
+        label: "pause → GPU free",
+        open_ended: true,
+    },
+    Band {
+        from: Mark::ResumeRequested,
+        to: Mark::WorkspaceResumed,
+        class: "b-resume",
+        label: "resume → Running",
+        open_ended: true,
+    },
+    Band {
+        from: Mark::WaitingForResources,
+        to: Mark::PodScheduled,
+        class: "b-wait",
+        label: "waiting for a GPU",
+        open_ended: true,
+    },
+    Band {
+        from: Mark::WorkspaceResumed,
+        to: Mark::NextCellDone,
+        class: "b-cell",
+        label: "Running → next cell",
+        open_ended: false,
+    },
 ];
 
-/// Maps a time offset to x, skipping the one gap that dominates the timeline.
+/// Maps a time offset to x; the paused gap (up to the resume request) is drawn as a
+/// fixed-width break when it takes more than a quarter of the drawn span.
 struct Axis {
     start: f64,
     /// (gap start, gap end) in seconds.
@@ -60,15 +74,14 @@ struct Axis {
 }
 
 impl Axis {
-    fn new(offsets: &[f64]) -> Self {
+    /// `offsets` sorted; `resume` is the resume request's offset, if any.
+    fn new(offsets: &[f64], resume: Option<f64>) -> Self {
         let start = offsets.first().copied().unwrap_or(0.0);
         let end = offsets.last().copied().unwrap_or(0.0);
         let span = end - start;
-        let gap = offsets
-            .windows(2)
-            .map(|w| (w[0], w[1]))
-            .max_by(|a, b| (a.1 - a.0).total_cmp(&(b.1 - b.0)))
-            .filter(|(a, b)| span > 0.0 && b - a > span / 2.0);
+        let gap = resume
+            .and_then(|r| Some((offsets.iter().copied().rfind(|o| *o < r)?, r)))
+            .filter(|(a, b)| span > 0.0 && b - a > span / 4.0);
         let drawn = span - gap.map(|(a, b)| b - a).unwrap_or(0.0);
         let room = WIDTH - 2.0 * MARGIN - if gap.is_some() { BREAK } else { 0.0 };
         let scale = if drawn > 0.0 { room / drawn } else { 0.0 };
@@ -85,19 +98,35 @@ impl Axis {
     }
 }
 
-/// The SVG timeline of one scenario, or `None` when nothing was observed.
-pub fn timeline(t: &Timeline) -> Option<String> {
+/// The SVG timeline of one scenario, or `None` when nothing was observed. `end` is when
+/// the scenario ended (bands that never completed are drawn up to it).
+pub fn timeline(t: &Timeline, end: Option<Duration>) -> Option<String> {
     if t.observations.is_empty() {
         return None;
     }
-    let mut offsets: Vec<f64> = t
-        .observations
-        .iter()
-        .map(|o| o.offset.as_secs_f64())
-        .collect();
+    // The cycle is what matters: draw from the (last) pause request when there is one.
+    let from = t
+        .last(Mark::PauseRequested)
+        .map(|o| o.offset)
+        .unwrap_or_default();
+    let shown: Vec<&Observation> = t.observations.iter().filter(|o| o.offset >= from).collect();
+    let mut offsets: Vec<f64> = shown.iter().map(|o| o.offset.as_secs_f64()).collect();
+    // The scenario's end matters only when a band never completed.
+    let open = BANDS.iter().any(|b| {
+        b.open_ended
+            && t.last(b.from)
+                .is_some_and(|a| a.offset >= from && t.first_after(b.to, a.offset).is_none())
+    });
+    if let Some(end) = end.filter(|e| open && *e > from) {
+        offsets.push(end.as_secs_f64());
+    }
     offsets.sort_by(f64::total_cmp);
     offsets.dedup();
-    let axis = Axis::new(&offsets);
+    let resume = t
+        .last(Mark::ResumeRequested)
+        .filter(|o| o.offset >= from)
+        .map(|o| o.offset.as_secs_f64());
+    let axis = Axis::new(&offsets, resume);
     let (axis_y, height) = (92.0, 128.0);
     let mut svg = String::new();
     let _ = write!(
@@ -109,28 +138,40 @@ pub fn timeline(t: &Timeline) -> Option<String> {
         r#"<line class="axis" x1="{MARGIN}" y1="{axis_y}" x2="{}" y2="{axis_y}"/>"#,
         WIDTH - MARGIN
     );
-    for (row, (from, to, class, label)) in BANDS.iter().enumerate() {
-        let Some(a) = t.last(*from) else { continue };
-        let Some(b) = t.first_after(*to, a.offset) else {
+    let last = offsets.last().copied().unwrap_or_default();
+    for (row, band) in BANDS.iter().enumerate() {
+        let Some(a) = t.last(band.from).filter(|a| a.offset >= from) else {
             continue;
         };
-        let (x1, x2) = (
-            axis.x(a.offset.as_secs_f64()),
-            axis.x(b.offset.as_secs_f64()),
-        );
+        let end = t.first_after(band.to, a.offset).map(|b| b.offset);
+        let (class, end_s, text) = match end {
+            Some(b) => (
+                band.class.to_string(),
+                b.as_secs_f64(),
+                duration(b - a.offset),
+            ),
+            None if band.open_ended && last > a.offset.as_secs_f64() => (
+                format!("{} open", band.class),
+                last,
+                format!(
+                    "not reached after {}",
+                    duration(Duration::from_secs_f64(last) - a.offset)
+                ),
+            ),
+            None => continue,
+        };
+        let (x1, x2) = (axis.x(a.offset.as_secs_f64()), axis.x(end_s));
         let y = axis_y + 6.0 + (row % 2) as f64 * 14.0;
-        let d = duration(b.offset - a.offset);
         let _ = write!(
             svg,
-            r#"<rect class="{class}" x="{x1:.1}" y="{y}" width="{:.1}" height="10"><title>{} {}</title></rect>"#,
+            r#"<rect class="{class}" x="{x1:.1}" y="{y}" width="{:.1}" height="10"><title>{}: {text}</title></rect>"#,
             (x2 - x1).max(2.0),
-            html(label),
-            d
+            html(band.label),
         );
-        if x2 - x1 > 70.0 {
+        if x2 - x1 > 6.5 * text.chars().count() as f64 {
             let _ = write!(
                 svg,
-                r#"<text class="band" x="{:.1}" y="{}">{d}</text>"#,
+                r#"<text class="band" x="{:.1}" y="{}">{text}</text>"#,
                 (x1 + x2) / 2.0,
                 y + 8.5
             );
@@ -140,16 +181,16 @@ pub fn timeline(t: &Timeline) -> Option<String> {
         let x = axis.x(a) + BREAK / 2.0;
         let _ = write!(
             svg,
-            r#"<rect class="gap" x="{:.1}" y="{}" width="{}" height="24"/><text class="gap" x="{x:.1}" y="{}">{} gap</text>"#,
+            r#"<rect class="gap" x="{:.1}" y="{}" width="{}" height="24"/><text class="gap-label" x="{x:.1}" y="{}">{} gap</text>"#,
             x - BREAK / 2.0 + 4.0,
             axis_y - 12.0,
             BREAK - 8.0,
-            axis_y + 36.0,
+            axis_y - 16.0,
             duration(Duration::from_secs_f64(b - a))
         );
     }
     let mut label_row = 0;
-    for o in &t.observations {
+    for o in shown {
         let x = axis.x(o.offset.as_secs_f64());
         let name = mark_name(o.mark);
         let title = format!(
@@ -173,9 +214,18 @@ pub fn timeline(t: &Timeline) -> Option<String> {
         if let Some((_, label)) = LABELLED.iter().find(|(m, _)| *m == o.mark) {
             let y = 16.0 + (label_row % 4) as f64 * 16.0;
             label_row += 1;
+            // Keep labels inside the picture: anchor them at their end near the right edge.
+            let half = label.chars().count() as f64 * 3.2;
+            let class = if x + half > WIDTH - 2.0 {
+                "mark-end"
+            } else if x - half < 2.0 {
+                "mark-start"
+            } else {
+                "mark"
+            };
             let _ = write!(
                 svg,
-                r#"<line class="lead" x1="{x:.1}" y1="{}" x2="{x:.1}" y2="{}"/><text class="mark" x="{x:.1}" y="{y}">{label}</text>"#,
+                r#"<line class="lead" x1="{x:.1}" y1="{}" x2="{x:.1}" y2="{}"/><text class="{class}" x="{x:.1}" y="{y}">{label}</text>"#,
                 y + 3.0,
                 axis_y - 6.0
             );
@@ -282,7 +332,7 @@ mod tests {
             .iter()
             .map(|o| o.offset.as_secs_f64())
             .collect();
-        let axis = Axis::new(&offsets);
+        let axis = Axis::new(&offsets, Some(4.0 * 3600.0));
         assert!(axis.gap.is_some());
         // Both sides of the break share one scale: 121.4 s is ~10x wider than 11.6 s.
         let pause = axis.x(121.4) - axis.x(0.0);
@@ -292,13 +342,14 @@ mod tests {
             "{pause} {resume}"
         );
         assert!(axis.x(4.0 * 3600.0 + 14.7) <= WIDTH - MARGIN + 0.01);
-        let svg = timeline(&t).unwrap();
+        let svg = timeline(&t, None).unwrap();
         assert!(svg.contains("gap</text>"), "{svg}");
+        assert!(!svg.contains(" open\""), "every band completed: {svg}");
         for label in ["pause", "GPU free", "resume", "Running", "next cell"] {
             assert!(svg.contains(&format!(">{label}</text>")), "{label}");
         }
         assert_eq!(svg.matches("<line class=\"tick\"").count(), 5);
-        assert!(timeline(&Timeline::default()).is_none());
+        assert!(timeline(&Timeline::default(), None).is_none());
     }
 
     #[test]
@@ -313,7 +364,14 @@ mod tests {
             .iter()
             .map(|o| o.offset.as_secs_f64())
             .collect();
-        assert!(Axis::new(&offsets).gap.is_none());
+        assert!(Axis::new(&offsets, Some(0.0)).gap.is_none());
+        // A pause of a quarter of the cycle or less is drawn to scale, longer is a break.
+        let cycle = [0.0, 120.0, 150.0, 165.0];
+        assert!(Axis::new(&cycle, Some(150.0)).gap.is_none());
+        assert_eq!(
+            Axis::new(&[0.0, 120.0, 200.0, 215.0], Some(200.0)).gap,
+            Some((120.0, 200.0))
+        );
         let values: Vec<Duration> = (0..30)
             .map(|i| Duration::from_millis(10_000 + i * 500))
             .collect();
@@ -334,5 +392,37 @@ mod tests {
             .sum();
         assert_eq!(total, 30);
         assert!(svg.contains("over 30 scenarios"));
+    }
+
+    #[test]
+    fn the_drawing_starts_at_the_pause_request() {
+        let t = tl(&[
+            (Mark::WorkspaceCreated, 0.0),
+            (Mark::WorkspaceRunning, 41.2),
+            (Mark::PauseRequested, 80.0),
+            (Mark::GpuReleased, 201.4),
+            (Mark::ResumeRequested, 262.0),
+            (Mark::WorkspaceResumed, 273.6),
+        ]);
+        let svg = timeline(&t, None).unwrap();
+        assert_eq!(svg.matches("<line class=\"tick\"").count(), 4, "{svg}");
+        assert!(!svg.contains("workspace_created"));
+        // Waiting that never ended is drawn to the end, marked as not reached.
+        let t = tl(&[
+            (Mark::PauseRequested, 0.0),
+            (Mark::GpuReleased, 121.0),
+            (Mark::ResumeRequested, 137.0),
+            (Mark::WaitingForResources, 139.1),
+        ]);
+        let svg = timeline(&t, Some(Duration::from_secs(439))).unwrap();
+        assert!(svg.contains(r#"class="b-wait open""#), "{svg}");
+        assert!(
+            svg.contains("waiting for a GPU: not reached after"),
+            "{svg}"
+        );
+        assert!(
+            svg.contains(&format!(r#"<line class="tick" x1="{MARGIN:.1}""#)),
+            "{svg}"
+        );
     }
 }
