@@ -82,9 +82,18 @@ fn run_case(root: &Path, case: &Case) -> Result<(), String> {
         cmd.arg("--set")
             .arg(format!("sim.profile={}", path.display()));
     }
+    // A known Jupyter token, so that the reports can be searched for it.
+    let token = format!("bdd-jupyter-token-{}", std::process::id());
+    cmd.env("WSGATE_JUPYTER_TOKEN", &token);
     let status = cmd
         .status()
         .map_err(|e| format!("cannot start wsgate: {e}"))?;
+    if let Some(file) = find_secret(dir.path(), &token) {
+        return Err(format!(
+            "the run's Jupyter token appears in {}",
+            file.display()
+        ));
+    }
     let report = std::fs::read_dir(dir.path())
         .map_err(|e| e.to_string())?
         .flatten()
@@ -97,6 +106,12 @@ fn run_case(root: &Path, case: &Case) -> Result<(), String> {
     let scenarios = report["scenarios"]
         .as_array()
         .ok_or("report has no scenarios")?;
+    if report["gpu_allocation"]
+        .as_array()
+        .is_none_or(|a| a.is_empty())
+    {
+        return Err("the report has no GPU allocation samples".into());
+    }
     let mut problems = Vec::new();
     for (fragment, status, message) in case.expect {
         let Some(s) = scenarios
@@ -127,6 +142,23 @@ fn run_case(root: &Path, case: &Case) -> Result<(), String> {
     } else {
         Err(problems.join("\n  "))
     }
+}
+
+/// The first file under `dir` whose bytes contain `secret`.
+fn find_secret(dir: &Path, secret: &str) -> Option<std::path::PathBuf> {
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            if let Some(found) = find_secret(&path, secret) {
+                return Some(found);
+            }
+        } else if std::fs::read(&path)
+            .is_ok_and(|b| b.windows(secret.len()).any(|w| w == secret.as_bytes()))
+        {
+            return Some(path);
+        }
+    }
+    None
 }
 
 fn main() -> ExitCode {

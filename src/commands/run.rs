@@ -134,7 +134,13 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
     let ctx = std::sync::Arc::new(crate::bdd::RunContext {
         client,
         run_id: new_run_id(),
-        token: crate::session::Secret::new(random_hex(24)),
+        // WSGATE_JUPYTER_TOKEN pins the token (tests check that no report contains it).
+        token: crate::session::Secret::new(
+            std::env::var("WSGATE_JUPYTER_TOKEN")
+                .ok()
+                .filter(|t| !t.is_empty())
+                .unwrap_or_else(|| random_hex(24)),
+        ),
         simulator: sim.is_some(),
         cleanup: Default::default(),
         scenarios: Default::default(),
@@ -143,6 +149,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
     println!("run id: {}", ctx.run_id);
     let started_at = chrono::Utc::now();
     let suite_options = crate::bdd::runner::SuiteOptions { features };
+    let sampler = sample_gpus(ctx.client.clone());
     let suite = crate::bdd::run(ctx.clone(), &suite_options);
     let outcome = tokio::select! {
         outcome = suite => outcome?,
@@ -160,7 +167,8 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .extend(results.into_iter().map(|r| ("(interrupted)".to_string(), r)));
-            write_reports(&ctx, &resolved, started_at, server, sim.as_ref().map(|s| s.token().to_string()), crate::exit_code::INTERRUPTED);
+            let gpu_allocation = stop_sampler(sampler).await;
+            write_reports(&ctx, &resolved, gpu_allocation, started_at, server, sim.as_ref().map(|s| s.token().to_string()), crate::exit_code::INTERRUPTED);
             for (_, leak) in ctx.leaks() {
                 eprintln!("leak: {} {:?}", leak.object, leak.outcome);
             }
@@ -170,9 +178,11 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
             return Ok(crate::exit_code::INTERRUPTED);
         }
     };
+    let gpu_allocation = stop_sampler(sampler).await;
     write_reports(
         &ctx,
         &resolved,
+        gpu_allocation,
         started_at,
         server,
         sim.as_ref().map(|s| s.token().to_string()),
@@ -197,6 +207,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
 fn write_reports(
     ctx: &crate::bdd::RunContext,
     resolved: &Resolved,
+    gpu_allocation: Vec<crate::report::GpuSample>,
     started_at: chrono::DateTime<chrono::Utc>,
     server: String,
     api_token: Option<String>,
@@ -240,6 +251,7 @@ fn write_reports(
             .cloned(),
         scenarios,
         cleanup,
+        gpu_allocation,
         exit_code,
         ..Default::default()
     };
@@ -254,6 +266,44 @@ fn write_reports(
         }
         Err(e) => eprintln!("warning: cannot write the reports: {e}"),
     }
+}
+
+/// Samples which pods hold which GPUs every half second, keeping a node's sample only when
+/// its allocation changed: the report's node allocation over time.
+struct GpuSampler {
+    samples: std::sync::Arc<std::sync::Mutex<Vec<crate::report::GpuSample>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+fn sample_gpus(client: kube::Client) -> GpuSampler {
+    let samples: std::sync::Arc<std::sync::Mutex<Vec<crate::report::GpuSample>>> =
+        Default::default();
+    let out = samples.clone();
+    let task = tokio::spawn(async move {
+        let mut last: std::collections::BTreeMap<String, (i64, Vec<String>)> = Default::default();
+        loop {
+            if let Ok(nodes) = crate::platform::gpu::nodes_with_pods(&client).await {
+                let now = chrono::Utc::now();
+                for (node, pods) in nodes {
+                    let state = (node.used, pods.clone());
+                    if last.get(&node.node) != Some(&state) {
+                        last.insert(node.node.clone(), state);
+                        out.lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .push(crate::report::GpuSample::from_node(now, &node, pods));
+                    }
+                }
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
+    });
+    GpuSampler { samples, task }
+}
+
+async fn stop_sampler(sampler: GpuSampler) -> Vec<crate::report::GpuSample> {
+    sampler.task.abort();
+    let _ = sampler.task.await;
+    std::mem::take(&mut *sampler.samples.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
 /// Starts the embedded simulator with the configured profile and runtime.

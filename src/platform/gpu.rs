@@ -220,3 +220,37 @@ pub async fn lift_quota(client: &kube::Client, namespace: &str) -> Result<(), Gp
         Err(e) => Err(api_err("delete the squeeze quota")(e)),
     }
 }
+
+/// Every GPU node with the names of the GPU pods bound to it.
+pub async fn nodes_with_pods(
+    client: &kube::Client,
+) -> Result<Vec<(NodeGpus, Vec<String>)>, GpuError> {
+    let pods: Api<Pod> = Api::all(client.clone());
+    let pod_list = pods
+        .list(&ListParams::default())
+        .await
+        .map_err(api_err("list pods"))?;
+    Ok(nodes(client)
+        .await?
+        .into_iter()
+        .map(|n| {
+            let names = pod_list
+                .items
+                .iter()
+                .filter(|p| {
+                    pod_gpus(p) > 0
+                        && p.spec.as_ref().and_then(|s| s.node_name.as_deref())
+                            == Some(n.node.as_str())
+                })
+                .map(|p| {
+                    format!(
+                        "{}/{}",
+                        p.metadata.namespace.clone().unwrap_or_default(),
+                        p.metadata.name.clone().unwrap_or_default()
+                    )
+                })
+                .collect();
+            (n, names)
+        })
+        .collect())
+}
