@@ -9,7 +9,6 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 use wsgate::platform::crd::Workspace;
-use wsgate::sim::{SimHandle, SimOptions};
 
 const NS: &str = "wsgate-test";
 
@@ -20,18 +19,9 @@ fn wsgate() -> Command {
     c
 }
 
-async fn platform_sim() -> SimHandle {
-    wsgate::install_crypto_provider();
-    let mut opts = SimOptions::with_platform();
-    if let Some(p) = opts.platform.as_mut() {
-        p.profile.runtime.kind = wsgate::sim::profile::RuntimeKind::None;
-    }
-    SimHandle::start(opts).await.unwrap()
-}
-
 #[tokio::test]
 async fn janitor_removes_a_runs_objects_and_expired_ones_only() {
-    let sim = platform_sim().await;
+    let sim = crate::common::start_platform(|_| {}).await;
     let dir = tempfile::tempdir().unwrap();
     let kc = dir.path().join("kc.yaml");
     sim.write_kubeconfig(&kc).unwrap();
@@ -104,7 +94,7 @@ async fn janitor_removes_a_runs_objects_and_expired_ones_only() {
 
 #[tokio::test]
 async fn sigint_during_a_run_leaves_nothing_behind_and_still_writes_reports() {
-    let sim = platform_sim().await;
+    let sim = crate::common::start_platform(|_| {}).await;
     let dir = tempfile::tempdir().unwrap();
     let kc = dir.path().join("kc.yaml");
     sim.write_kubeconfig(&kc).unwrap();

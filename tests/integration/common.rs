@@ -17,3 +17,17 @@ pub fn raw_client(sim: &SimHandle) -> reqwest::Client {
         .build()
         .expect("client builds")
 }
+
+/// A simulator with the simulated platform on the `none` runtime (pods with no process);
+/// `edit` adjusts the profile (faults, pools) before it starts.
+pub async fn start_platform(edit: impl FnOnce(&mut wsgate::sim::profile::SimProfile)) -> SimHandle {
+    wsgate::install_crypto_provider();
+    let mut opts = SimOptions::with_platform();
+    if let Some(p) = opts.platform.as_mut() {
+        p.profile.runtime.kind = wsgate::sim::profile::RuntimeKind::None;
+        edit(&mut p.profile);
+    }
+    SimHandle::start(opts)
+        .await
+        .expect("simulator with platform starts")
+}

@@ -11,22 +11,10 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use serde_json::json;
 use wsgate::platform::crd::{PodSnapshotStorageConfig, WorkspaceKind};
-use wsgate::sim::{SimHandle, SimOptions};
 
 const NS: &str = "wsgate-test";
 /// Every wait in these tests gets this budget; the simulator's delays are milliseconds.
 const BUDGET: Duration = Duration::from_secs(20);
-
-pub async fn start_platform() -> SimHandle {
-    wsgate::install_crypto_provider();
-    let mut opts = SimOptions::with_platform();
-    if let Some(p) = opts.platform.as_mut() {
-        p.profile.runtime.kind = wsgate::sim::profile::RuntimeKind::None;
-    }
-    SimHandle::start(opts)
-        .await
-        .expect("simulator with platform starts")
-}
 
 fn gpu_pod(name: &str) -> Pod {
     serde_json::from_value(json!({
@@ -63,7 +51,7 @@ fn scheduled_false(p: Option<&Pod>) -> bool {
 
 #[tokio::test]
 async fn seeded_cluster_matches_the_default_profile() {
-    let sim = start_platform().await;
+    let sim = crate::common::start_platform(|_| {}).await;
     let client = sim.client().await.unwrap();
     let nodes: Api<Node> = Api::all(client.clone());
     let nodes = nodes
@@ -98,7 +86,7 @@ async fn seeded_cluster_matches_the_default_profile() {
 
 #[tokio::test]
 async fn gpu_pods_schedule_until_the_pool_is_full_and_a_gpu_frees_only_when_its_pod_is_gone() {
-    let sim = start_platform().await;
+    let sim = crate::common::start_platform(|_| {}).await;
     let pods: Api<Pod> = Api::namespaced(sim.client().await.unwrap(), NS);
     for name in ["g1", "g2", "g3"] {
         pods.create(&PostParams::default(), &gpu_pod(name))
@@ -159,7 +147,7 @@ async fn gpu_pods_schedule_until_the_pool_is_full_and_a_gpu_frees_only_when_its_
 
 #[tokio::test]
 async fn statefulset_runs_its_pod_and_scales_to_zero() {
-    let sim = start_platform().await;
+    let sim = crate::common::start_platform(|_| {}).await;
     let client = sim.client().await.unwrap();
     let sts: Api<StatefulSet> = Api::namespaced(client.clone(), NS);
     let s: StatefulSet = serde_json::from_value(json!({
@@ -207,7 +195,7 @@ async fn statefulset_runs_its_pod_and_scales_to_zero() {
 #[tokio::test]
 async fn resource_quota_refuses_gpu_pods_and_reports_usage() {
     use k8s_openapi::api::core::v1::{Event, ResourceQuota};
-    let sim = start_platform().await;
+    let sim = crate::common::start_platform(|_| {}).await;
     let client = sim.client().await.unwrap();
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     pods.create(&PostParams::default(), &gpu_pod("before"))
@@ -278,19 +266,9 @@ async fn resource_quota_refuses_gpu_pods_and_reports_usage() {
     }
 }
 
-async fn start_with_faults(edit: impl FnOnce(&mut wsgate::sim::profile::SimProfile)) -> SimHandle {
-    wsgate::install_crypto_provider();
-    let mut opts = SimOptions::with_platform();
-    if let Some(p) = opts.platform.as_mut() {
-        p.profile.runtime.kind = wsgate::sim::profile::RuntimeKind::None;
-        edit(&mut p.profile);
-    }
-    SimHandle::start(opts).await.expect("simulator starts")
-}
-
 #[tokio::test]
 async fn fault_api_errors_answers_429_and_500_as_statuses() {
-    let sim = start_with_faults(|p| p.faults.api_error_rate = 0.5).await;
+    let sim = crate::common::start_platform(|p| p.faults.api_error_rate = 0.5).await;
     let http = crate::common::raw_client(&sim);
     let (mut ok, mut throttled, mut failed) = (0, 0, 0);
     for _ in 0..80 {
@@ -329,7 +307,7 @@ async fn fault_api_errors_answers_429_and_500_as_statuses() {
 async fn fault_watch_drops_ends_streams_early_and_watchers_still_see_every_change() {
     use futures::{StreamExt, TryStreamExt};
     use kube::runtime::{WatchStreamExt, watcher};
-    let sim = start_with_faults(|p| {
+    let sim = crate::common::start_platform(|p| {
         p.faults
             .enabled
             .push(wsgate::sim::faults::Fault::WatchDrops)

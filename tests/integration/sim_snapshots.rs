@@ -20,9 +20,9 @@ use serde_json::{Value, json};
 use wsgate::platform::crd::{
     PodSnapshot, PodSnapshotManualTrigger, PodSnapshotPolicy, Workspace, WorkspaceState,
 };
+use wsgate::sim::SimHandle;
 use wsgate::sim::faults::Fault;
 use wsgate::sim::truth::{Transition, TruthEvent};
-use wsgate::sim::{SimHandle, SimOptions};
 
 use crate::common::raw_client;
 
@@ -39,18 +39,6 @@ const BUCKET: &str = "wsgate-sim-snapshots";
 /// Every wait in these tests gets this budget; the simulator's delays are milliseconds
 /// (a checkpoint of the nominal 512 MiB takes 250 ms, a restore 300 ms, slow-restore 3 s).
 const BUDGET: Duration = Duration::from_secs(20);
-
-async fn start(faults: &[Fault]) -> SimHandle {
-    wsgate::install_crypto_provider();
-    let mut opts = SimOptions::with_platform();
-    if let Some(p) = opts.platform.as_mut() {
-        p.profile.runtime.kind = wsgate::sim::profile::RuntimeKind::None;
-        p.profile.faults.enabled = faults.to_vec();
-    }
-    SimHandle::start(opts)
-        .await
-        .expect("simulator with platform starts")
-}
 
 async fn wait_for<K, C>(api: &Api<K>, name: &str, what: &str, cond: C) -> K
 where
@@ -274,7 +262,7 @@ async fn snapshot_events(a: &Apis) -> Vec<Event> {
 
 #[tokio::test]
 async fn pause_checkpoints_into_a_pod_snapshot_and_resume_restores_from_it() {
-    let sim = start(&[]).await;
+    let sim = crate::common::start_platform(|_| {}).await;
     let a = apis(&sim).await;
     create_workspace(&a, &sim, "nb", "").await;
     wait_for(&a.ws, "nb", "Running", in_state(WorkspaceState::Running)).await;
@@ -472,7 +460,7 @@ async fn pause_checkpoints_into_a_pod_snapshot_and_resume_restores_from_it() {
 
 #[tokio::test]
 async fn a_failed_checkpoint_pauses_without_a_snapshot_and_the_resume_cold_starts() {
-    let sim = start(&[]).await;
+    let sim = crate::common::start_platform(|_| {}).await;
     let a = apis(&sim).await;
     let (_, last) = run_and_pause(&a, &sim, "cf", "checkpoint-fails").await;
     assert!(last.is_empty(), "no last-checkpoint-name");
@@ -538,7 +526,8 @@ async fn a_failed_checkpoint_pauses_without_a_snapshot_and_the_resume_cold_start
 
 #[tokio::test]
 async fn a_hung_checkpoint_stays_awaiting_and_the_pause_stays_held() {
-    let sim = start(&[Fault::CheckpointHangs]).await;
+    let sim =
+        crate::common::start_platform(|p| p.faults.enabled = vec![Fault::CheckpointHangs]).await;
     let a = apis(&sim).await;
     create_workspace(&a, &sim, "hang", "").await;
     wait_for(&a.ws, "hang", "Running", in_state(WorkspaceState::Running)).await;
@@ -567,7 +556,7 @@ async fn a_hung_checkpoint_stays_awaiting_and_the_pause_stays_held() {
 
 #[tokio::test]
 async fn a_snapshot_whose_deletion_is_stuck_stays_deleting_with_its_bytes() {
-    let sim = start(&[]).await;
+    let sim = crate::common::start_platform(|_| {}).await;
     let a = apis(&sim).await;
     let (_, snap_name) = run_and_pause(&a, &sim, "sd", "snapshot-stuck-deleting").await;
     let uid = a.snaps.get(&snap_name).await.unwrap().uid().unwrap();
@@ -611,21 +600,22 @@ async fn cold_resume(sim: &SimHandle, a: &Apis, name: &str, faults: &str) -> Pod
 
 #[tokio::test]
 async fn silent_cold_start_run_wide_resumes_without_a_trace() {
-    let sim = start(&[Fault::SilentColdStart]).await;
+    let sim =
+        crate::common::start_platform(|p| p.faults.enabled = vec![Fault::SilentColdStart]).await;
     let a = apis(&sim).await;
     cold_resume(&sim, &a, "scs", "").await;
 }
 
 #[tokio::test]
 async fn gpu_model_mismatch_on_a_workspace_cold_starts_its_resume() {
-    let sim = start(&[]).await;
+    let sim = crate::common::start_platform(|_| {}).await;
     let a = apis(&sim).await;
     cold_resume(&sim, &a, "gmm", "gpu-model-mismatch").await;
 }
 
 #[tokio::test]
 async fn slow_restore_takes_ten_times_the_restore_time() {
-    let sim = start(&[]).await;
+    let sim = crate::common::start_platform(|_| {}).await;
     let a = apis(&sim).await;
     let (_, snap) = run_and_pause(&a, &sim, "slow", "slow-restore").await;
     set_paused(&a, "slow", false).await;
@@ -645,7 +635,7 @@ async fn slow_restore_takes_ten_times_the_restore_time() {
 
 #[tokio::test]
 async fn duplicate_restore_attempts_restore_one_snapshot_twice() {
-    let sim = start(&[]).await;
+    let sim = crate::common::start_platform(|_| {}).await;
     let a = apis(&sim).await;
     let (_, snap) = run_and_pause(&a, &sim, "dup", "duplicate-restore-attempts").await;
     set_paused(&a, "dup", false).await;
@@ -675,7 +665,7 @@ async fn duplicate_restore_attempts_restore_one_snapshot_twice() {
 
 #[tokio::test]
 async fn lose_home_files_empties_the_home_volume_during_the_pause() {
-    let sim = start(&[]).await;
+    let sim = crate::common::start_platform(|_| {}).await;
     let a = apis(&sim).await;
     create_workspace(&a, &sim, "lhf", "lose-home-files").await;
     wait_for(&a.ws, "lhf", "Running", in_state(WorkspaceState::Running)).await;
@@ -746,7 +736,7 @@ async fn snapshot_of(a: &Apis, trigger_name: &str, pod: &str) -> PodSnapshot {
 
 #[tokio::test]
 async fn triggers_fail_with_the_reason() {
-    let sim = start(&[]).await;
+    let sim = crate::common::start_platform(|_| {}).await;
     let a = apis(&sim).await;
     let mut plain = cpu_pod("plain", "x", "busybox");
     plain.spec.as_mut().unwrap().runtime_class_name = None;
@@ -807,7 +797,7 @@ async fn triggers_fail_with_the_reason() {
 
 #[tokio::test]
 async fn a_restore_needs_the_same_distilled_spec_and_stop_completes_the_source_pod() {
-    let sim = start(&[]).await;
+    let sim = crate::common::start_platform(|_| {}).await;
     let a = apis(&sim).await;
     a.policies
         .create(
@@ -861,7 +851,7 @@ async fn a_restore_needs_the_same_distilled_spec_and_stop_completes_the_source_p
 
 #[tokio::test]
 async fn retention_deletes_snapshots_after_their_last_access_timeout() {
-    let sim = start(&[]).await;
+    let sim = crate::common::start_platform(|_| {}).await;
     let a = apis(&sim).await;
     a.policies
         .create(
@@ -893,7 +883,7 @@ async fn retention_deletes_snapshots_after_their_last_access_timeout() {
 
 #[tokio::test]
 async fn group_retention_keeps_the_newest_snapshots() {
-    let sim = start(&[]).await;
+    let sim = crate::common::start_platform(|_| {}).await;
     let a = apis(&sim).await;
     let rules = json!({"snapshotGroupingRules": {"groupByLabelValue": {
         "labels": ["app"], "groupRetentionPolicy": {"maxSnapshotCountPerGroup": 1}}}});

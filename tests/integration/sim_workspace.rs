@@ -18,24 +18,13 @@ use kube::runtime::wait::{Condition, await_condition, conditions};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 use wsgate::platform::crd::{Workspace, WorkspaceKind, WorkspaceState};
+use wsgate::sim::SimHandle;
 use wsgate::sim::truth::Transition;
-use wsgate::sim::{SimHandle, SimOptions};
 
 const NS: &str = "wsgate-test";
 const LABEL: &str = "notebooks.kubeflow.org/workspace-name";
 /// Every wait in these tests gets this budget; the simulator's delays are milliseconds.
 const BUDGET: Duration = Duration::from_secs(20);
-
-async fn start() -> SimHandle {
-    wsgate::install_crypto_provider();
-    let mut opts = SimOptions::with_platform();
-    if let Some(p) = opts.platform.as_mut() {
-        p.profile.runtime.kind = wsgate::sim::profile::RuntimeKind::None;
-    }
-    SimHandle::start(opts)
-        .await
-        .expect("simulator with platform starts")
-}
 
 async fn wait_for<K, C>(api: &Api<K>, name: &str, what: &str, cond: C) -> K
 where
@@ -131,7 +120,7 @@ fn workspace_states(sim: &SimHandle, name: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn workspace_owns_its_objects_pauses_resumes_and_is_garbage_collected() {
-    let sim = start().await;
+    let sim = crate::common::start_platform(|_| {}).await;
     let client = sim.client().await.unwrap();
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), NS);
     let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
@@ -354,7 +343,7 @@ async fn workspace_owns_its_objects_pauses_resumes_and_is_garbage_collected() {
 
 #[tokio::test]
 async fn third_gpu_workspace_on_two_gpus_is_unschedulable_until_one_pauses() {
-    let sim = start().await;
+    let sim = crate::common::start_platform(|_| {}).await;
     let wss: Api<Workspace> = Api::namespaced(sim.client().await.unwrap(), NS);
     let names = ["g1", "g2", "g3"];
     for n in names {
@@ -403,7 +392,7 @@ async fn third_gpu_workspace_on_two_gpus_is_unschedulable_until_one_pauses() {
 
 #[tokio::test]
 async fn unknown_kind_or_option_is_an_error_with_every_status_field() {
-    let sim = start().await;
+    let sim = crate::common::start_platform(|_| {}).await;
     let client = sim.client().await.unwrap();
     let wss: Api<Workspace> = Api::namespaced(client.clone(), NS);
     wss.create(
@@ -525,7 +514,7 @@ fn last_probe_result(w: Option<&Workspace>) -> Option<String> {
 
 #[tokio::test]
 async fn idle_workspace_is_paused_only_after_a_successful_probe() {
-    let sim = start().await;
+    let sim = crate::common::start_platform(|_| {}).await;
     let client = sim.client().await.unwrap();
     // A port free on loopback; the pod's own IP (127.0.x.y) will serve on it.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
