@@ -358,3 +358,48 @@ async fn fault_watch_drops_ends_streams_early_and_watchers_still_see_every_chang
     }
     creator.await.unwrap();
 }
+
+#[tokio::test]
+async fn fault_gpu_not_released_keeps_the_gpu_allocated_after_the_pod_is_gone() {
+    let sim = crate::common::start_platform(|p| {
+        p.faults
+            .enabled
+            .push(wsgate::sim::faults::Fault::GpuNotReleased)
+    })
+    .await;
+    let pods: Api<Pod> = Api::namespaced(sim.client().await.unwrap(), NS);
+    for name in ["g1", "g2"] {
+        pods.create(&PostParams::default(), &gpu_pod(name))
+            .await
+            .unwrap();
+        wait_for(&pods, name, "running", conditions::is_pod_running()).await;
+    }
+    let g1 = pods.get("g1").await.unwrap();
+    pods.delete("g1", &DeleteParams::default()).await.unwrap();
+    tokio::time::timeout(
+        BUDGET,
+        await_condition(
+            pods.clone(),
+            "g1",
+            conditions::is_deleted(&g1.uid().unwrap()),
+        ),
+    )
+    .await
+    .expect("g1 deleted within budget")
+    .unwrap();
+    pods.create(&PostParams::default(), &gpu_pod("g3"))
+        .await
+        .unwrap();
+    let g3 = wait_for(&pods, "g3", "g3 unschedulable", scheduled_false).await;
+    assert!(
+        g3.spec.unwrap().node_name.is_none(),
+        "the leaked GPU is not handed out again"
+    );
+    use wsgate::sim::truth::Transition::GpuReleased;
+    assert!(
+        !sim.truth()
+            .events()
+            .iter()
+            .any(|e| e.transition == GpuReleased && e.name == "g1")
+    );
+}
