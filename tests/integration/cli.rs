@@ -1,27 +1,7 @@
 //! The `wsgate` binary as a user runs it: help, exit codes, dry-run, bad config, and the
 //! target checks (no context, unreachable server, wrong token, namespace not opted in).
 
-use std::process::{Command, Output};
-
-use crate::common::start_sim;
-
-fn wsgate(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_wsgate"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env_remove("KUBECONFIG")
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .output()
-        .expect("the wsgate binary runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use crate::common::{start_sim, text, wsgate};
 
 #[test]
 fn readme_exit_code_table_matches_the_code() {

@@ -31,3 +31,25 @@ pub async fn start_platform(edit: impl FnOnce(&mut wsgate::sim::profile::SimProf
         .await
         .expect("simulator with platform starts")
 }
+
+/// Runs the `wsgate` binary from the project directory with no kube or CI environment
+/// leaking in (KUBECONFIG, in-cluster variables, GITHUB_STEP_SUMMARY).
+pub fn wsgate(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_wsgate"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("GITHUB_STEP_SUMMARY")
+        .output()
+        .expect("the wsgate binary runs")
+}
+
+/// A finished command's stdout and stderr together.
+pub fn text(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}

@@ -9,8 +9,8 @@
 mod fixture;
 mod schema;
 
+use crate::common::{text, wsgate};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use base64::Engine;
 use quick_xml::Reader;
@@ -365,23 +365,6 @@ fn the_html_page_is_self_contained_with_a_timeline_per_scenario_and_histograms_f
         "resume → Running over {} scenarios",
         drill.scenarios.len()
     )));
-}
-
-fn wsgate(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_wsgate"))
-        .args(args)
-        .current_dir(ROOT)
-        .env_remove("GITHUB_STEP_SUMMARY")
-        .output()
-        .expect("the wsgate binary runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 #[test]
