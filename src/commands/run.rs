@@ -84,7 +84,7 @@ fn print_plan(resolved: &Resolved) {
     }
     let features = feature_files(Path::new("features"));
     if features.is_empty() {
-        println!("- features: none found under features/ (the suite is not built yet)");
+        println!("- features: none found under features/");
     } else {
         for f in features {
             println!("- feature: {f}");
