@@ -131,6 +131,57 @@ impl LabelSelector {
     }
 }
 
+impl LabelSelector {
+    /// From a `metav1.LabelSelector` object (`matchLabels`, `matchExpressions`), as
+    /// policies, StatefulSets and activity rules carry it. An unknown operator is an error.
+    pub fn from_object(v: &Value) -> Result<Self, SelectorError> {
+        let mut reqs = Vec::new();
+        for (k, val) in v
+            .get("matchLabels")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            reqs.push(Requirement::Equals(
+                k.clone(),
+                val.as_str().unwrap_or("").to_string(),
+            ));
+        }
+        for e in v
+            .get("matchExpressions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let key = e
+                .get("key")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            let values: Vec<String> = e
+                .get("values")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect();
+            reqs.push(match e.get("operator").and_then(Value::as_str) {
+                Some("In") => Requirement::In(key, values),
+                Some("NotIn") => Requirement::NotIn(key, values),
+                Some("Exists") => Requirement::Exists(key),
+                Some("DoesNotExist") => Requirement::NotExists(key),
+                other => {
+                    return Err(SelectorError {
+                        requirement: key,
+                        reason: format!("{other:?} is not a valid label selector operator"),
+                    });
+                }
+            });
+        }
+        Ok(Self(reqs))
+    }
+}
+
 /// Splits `key <word> (values)` where `word` stands alone between whitespace.
 fn split_word<'a>(part: &'a str, word: &str) -> Option<(&'a str, &'a str)> {
     let pattern = format!(" {word} ");

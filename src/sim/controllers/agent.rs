@@ -152,40 +152,8 @@ pub(crate) fn now_ms() -> String {
 /// Whether a label selector (`matchLabels`, `matchExpressions`) selects `labels`. An empty
 /// selector selects everything, as in Kubernetes.
 pub fn selector_matches(selector: &Value, labels: Option<&Value>) -> bool {
-    use crate::sim::selector::{LabelSelector, Requirement};
-    let mut reqs = Vec::new();
-    if let Some(m) = selector.get("matchLabels").and_then(Value::as_object) {
-        for (k, v) in m {
-            reqs.push(Requirement::Equals(
-                k.clone(),
-                v.as_str().unwrap_or("").to_string(),
-            ));
-        }
-    }
-    for e in selector
-        .get("matchExpressions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let key = str_at(e, "/key").unwrap_or("").to_string();
-        let values: Vec<String> = e
-            .get("values")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|v| v.as_str().map(str::to_string))
-            .collect();
-        reqs.push(match str_at(e, "/operator").unwrap_or("") {
-            "In" => Requirement::In(key, values),
-            "NotIn" => Requirement::NotIn(key, values),
-            "Exists" => Requirement::Exists(key),
-            "DoesNotExist" => Requirement::NotExists(key),
-            // An operator the API would have refused selects nothing.
-            _ => return false,
-        });
-    }
-    LabelSelector(reqs).matches(labels)
+    // An operator the API would have refused selects nothing.
+    crate::sim::selector::LabelSelector::from_object(selector).is_ok_and(|s| s.matches(labels))
 }
 
 /// The Workspace a pod belongs to (by its workspace-name label), if any.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::sim::selector::{LabelSelector, Requirement};
+use crate::sim::selector::LabelSelector;
 
 /// Upstream's timeout for one Jupyter probe request.
 pub const JUPYTER_PROBE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -152,45 +152,7 @@ pub struct PauseRule {
 
 /// Converts a `metav1.LabelSelector` (`matchLabels`, `matchExpressions`) into requirements.
 fn selector(v: &Value) -> Result<LabelSelector, String> {
-    let mut reqs = Vec::new();
-    for (k, val) in v
-        .get("matchLabels")
-        .and_then(Value::as_object)
-        .into_iter()
-        .flatten()
-    {
-        reqs.push(Requirement::Equals(
-            k.clone(),
-            val.as_str().unwrap_or("").to_string(),
-        ));
-    }
-    for e in v
-        .get("matchExpressions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let key = e
-            .get("key")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        let values: Vec<String> = e
-            .get("values")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|v| v.as_str().map(str::to_string))
-            .collect();
-        reqs.push(match e.get("operator").and_then(Value::as_str) {
-            Some("In") => Requirement::In(key, values),
-            Some("NotIn") => Requirement::NotIn(key, values),
-            Some("Exists") => Requirement::Exists(key),
-            Some("DoesNotExist") => Requirement::NotExists(key),
-            other => return Err(format!("{other:?} is not a valid label selector operator")),
-        });
-    }
-    Ok(LabelSelector(reqs))
+    LabelSelector::from_object(v).map_err(|e| e.reason)
 }
 
 /// Evaluates `activityRules` for the `pauseWorkspace` effect: first match wins, an absent
