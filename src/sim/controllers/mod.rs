@@ -113,12 +113,21 @@ pub fn spawn<R: Reconciler>(ctx: Ctx, r: R) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut events = ctx.store.events();
         let mut shutdown = ctx.shutdown.clone();
-        let mut due: HashMap<ObjKey, Instant> = HashMap::new();
+        // Each key is due at an instant; the sequence number keeps keys that fall due at the
+        // same instant in the order they were queued, so work is done first come, first
+        // served (the scheduler binds pods in the order they were created, as kube-scheduler's
+        // queue does).
+        let mut due: HashMap<ObjKey, (Instant, u64)> = HashMap::new();
+        let mut seq = 0u64;
+        let mut queue = |due: &mut HashMap<ObjKey, (Instant, u64)>, k: ObjKey, at: Instant| {
+            seq += 1;
+            due.insert(k, (at, seq));
+        };
         for k in initial_keys(&ctx, &r) {
-            due.insert(k, Instant::now());
+            queue(&mut due, k, Instant::now());
         }
         loop {
-            let next_due = due.values().min().copied();
+            let next_due = due.values().map(|(t, _)| *t).min();
             let sleep = async {
                 match next_due {
                     Some(t) => tokio::time::sleep_until(t).await,
@@ -131,29 +140,34 @@ pub fn spawn<R: Reconciler>(ctx: Ctx, r: R) -> tokio::task::JoinHandle<()> {
                     Ok(ev) => {
                         let now = Instant::now();
                         for k in r.keys_for(&ev) {
-                            due.insert(k, now);
+                            queue(&mut due, k, now);
                         }
                     }
                     Err(RecvError::Lagged(_)) => {
                         let now = Instant::now();
                         for k in initial_keys(&ctx, &r) {
-                            due.insert(k, now);
+                            queue(&mut due, k, now);
                         }
                     }
                     Err(RecvError::Closed) => return,
                 },
                 _ = sleep => {
                     let now = Instant::now();
-                    let ready: Vec<ObjKey> = due.iter().filter(|(_, t)| **t <= now).map(|(k, _)| k.clone()).collect();
-                    for k in ready {
+                    let mut ready: Vec<(ObjKey, (Instant, u64))> = due
+                        .iter()
+                        .filter(|(_, (t, _))| *t <= now)
+                        .map(|(k, d)| (k.clone(), *d))
+                        .collect();
+                    ready.sort_by_key(|(_, d)| *d);
+                    for (k, _) in ready {
                         due.remove(&k);
                         match r.reconcile(&ctx, &k).await {
                             Next::Done => {}
                             Next::After(d) => {
                                 let at = Instant::now() + d;
-                                let slot = due.entry(k).or_insert(at);
-                                if *slot > at {
-                                    *slot = at;
+                                match due.get(&k) {
+                                    Some((t, _)) if *t <= at => {}
+                                    _ => queue(&mut due, k, at),
                                 }
                             }
                         }

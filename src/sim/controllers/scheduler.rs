@@ -139,13 +139,26 @@ impl Reconciler for Scheduler {
 
     async fn reconcile(&self, ctx: &Ctx, key: &ObjKey) -> Next {
         // The empty key means "every pending pod".
+        // Pending pods are retried oldest first, as kube-scheduler's queue orders them.
         let keys: Vec<ObjKey> = if key.name.is_empty() {
-            ctx.store
+            let mut pending: Vec<std::sync::Arc<Value>> = ctx
+                .store
                 .all(key.kind, None)
-                .iter()
+                .into_iter()
                 .filter(|p| str_of(p, "/spec/nodeName").is_none_or(str::is_empty))
-                .map(|p| ObjKey::of(key.kind, p))
-                .collect()
+                .collect();
+            pending.sort_by(|a, b| {
+                let at = |p: &Value| {
+                    (
+                        str_of(p, "/metadata/creationTimestamp")
+                            .unwrap_or("")
+                            .to_string(),
+                        str_of(p, "/metadata/name").unwrap_or("").to_string(),
+                    )
+                };
+                at(a).cmp(&at(b))
+            });
+            pending.iter().map(|p| ObjKey::of(key.kind, p)).collect()
         } else {
             vec![key.clone()]
         };
