@@ -7,10 +7,14 @@
 //! - wall time of the whole drill;
 //! - controller reaction latency, from the simulator's ground truth: from just before the
 //!   harness sends its pause patch to the pod's `CheckpointStarted`, and from just before the
-//!   resume patch to the new pod's `PodScheduled` (the patch's own round trip included), as
-//!   p50/p99 next to the target "the simulator is never the bottleneck: p99 under 50 ms".
-//!   The pause figure includes the profile's deliberate `addon_settle_ms`; it is also shown
-//!   without it;
+//!   resume patch to the new pod's first scheduling decision (`PodScheduled` or
+//!   `PodUnschedulable`; the patch's own round trip included), as p50/p99 next to the target
+//!   "the simulator is never the bottleneck: p99 under 50 ms". The pause figure is judged
+//!   without the profile's deliberate `addon_settle_ms`; resume -> `PodScheduled` is shown
+//!   too, since it also counts any wait for a free GPU;
+//! - per controller and kind: the reaction lag (change committed, or timer due -> reconcile
+//!   starts) and the time spent inside reconciles, from the simulator's own bookkeeping; the
+//!   slowest resume's ground truth, to show where its time went;
 //! - the simulator's deliberate delays (`imposed_delay_ms`: checkpoints, restores) vs wall time;
 //! - store writes (resourceVersion increments) per Workspace lifecycle, a cheap stand-in for
 //!   API traffic (controllers' writes and Events included);
@@ -115,12 +119,19 @@ async fn cycle(client: kube::Client, i: usize) -> Marks {
     }
 }
 
-/// Milliseconds from `since` to the first `transition` of a pod of `workspace` after it.
-fn reaction(events: &[TruthEvent], workspace: &str, t: Transition, since: DateTime<Utc>) -> f64 {
+/// Milliseconds from `since` to the first of `transitions` of a pod of `workspace` after it.
+fn reaction(
+    events: &[TruthEvent],
+    workspace: &str,
+    transitions: &[Transition],
+    since: DateTime<Utc>,
+) -> f64 {
     let prefix = format!("ws-{workspace}-");
     events
         .iter()
-        .find(|e| e.transition == t && e.name.starts_with(&prefix) && e.at >= since)
+        .find(|e| {
+            transitions.contains(&e.transition) && e.name.starts_with(&prefix) && e.at >= since
+        })
         .map(|e| (e.at - since).as_seconds_f64() * 1000.0)
         .unwrap_or(f64::NAN)
 }
@@ -144,13 +155,15 @@ fn rss_mib() -> f64 {
 }
 
 /// Prints p50/p99 of `values` (NaN = not seen) against the target.
-fn report(label: &str, values: &[f64], less_ms: f64) {
-    let mut v: Vec<f64> = values
-        .iter()
-        .filter(|x| x.is_finite())
-        .map(|x| x - less_ms)
-        .collect();
+/// The finite values, sorted.
+fn sorted(values: &[f64]) -> Vec<f64> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
     v.sort_by(f64::total_cmp);
+    v
+}
+
+fn report(label: &str, values: &[f64], less_ms: f64) {
+    let v: Vec<f64> = sorted(values).into_iter().map(|x| x - less_ms).collect();
     let p99 = percentile(&v, 0.99);
     let verdict = if p99 < TARGET_P99_MS { "met" } else { "MISSED" };
     println!(
@@ -200,20 +213,55 @@ fn main() {
         let events = sim.truth().events();
         let pause: Vec<f64> = marks
             .iter()
-            .map(|m| reaction(&events, &m.name, Transition::CheckpointStarted, m.pause))
+            .map(|m| reaction(&events, &m.name, &[Transition::CheckpointStarted], m.pause))
             .collect();
         let resume: Vec<f64> = marks
             .iter()
-            .map(|m| reaction(&events, &m.name, Transition::PodScheduled, m.resume))
+            .map(|m| reaction(&events, &m.name, &[Transition::PodScheduled], m.resume))
             .collect();
+        let decided: Vec<f64> = marks
+            .iter()
+            .map(|m| {
+                let t = [Transition::PodScheduled, Transition::PodUnschedulable];
+                reaction(&events, &m.name, &t, m.resume)
+            })
+            .collect();
+        if let Some((worst, ms)) = marks
+            .iter()
+            .zip(&resume)
+            .max_by(|a, b| a.1.total_cmp(b.1))
+        {
+            println!("slowest resume: {} ({ms:.1} ms); its ground truth from the resume on:", worst.name);
+            let prefix = format!("ws-{}-", worst.name);
+            for e in events.iter().filter(|e| {
+                e.at >= worst.resume && (e.name == worst.name || e.name.starts_with(&prefix))
+            }).take(8) {
+                println!(
+                    "  +{:>7.1} ms {:?} {} {}",
+                    (e.at - worst.resume).as_seconds_f64() * 1000.0,
+                    e.transition,
+                    e.name,
+                    e.detail.as_deref().unwrap_or("")
+                );
+            }
+        }
         let imposed: f64 = events.iter().filter_map(|e| e.imposed_delay_ms).sum();
         println!(
             "wall time: {wall:.2} s for {WORKSPACES} full cycles ({:.1} cycles/s)",
             WORKSPACES as f64 / wall
         );
         println!("controller reaction latency (request sent -> ground-truth transition):");
-        report("resume -> PodScheduled", &resume, 0.0);
-        report("pause -> CheckpointStarted (raw)", &pause, 0.0);
+        report("resume -> first scheduling decision", &decided, 0.0);
+        println!(
+            "  resume -> PodScheduled, waiting for a free GPU included: p50 {:.1} ms, p99 {:.1} ms",
+            percentile(&sorted(&resume), 0.5),
+            percentile(&sorted(&resume), 0.99)
+        );
+        println!(
+            "  pause -> CheckpointStarted, the deliberate settle included: p50 {:.1} ms, p99 {:.1} ms",
+            percentile(&sorted(&pause), 0.5),
+            percentile(&sorted(&pause), 0.99)
+        );
         report(
             &format!("pause -> CheckpointStarted, less addon_settle_ms={settle_ms}"),
             &pause,
@@ -231,6 +279,28 @@ fn main() {
             "store writes: {writes} ({:.1} per workspace lifecycle, controllers and Events included)",
             writes as f64 / WORKSPACES as f64
         );
+        println!(
+            "per controller: reaction lag (change committed or timer due -> reconcile starts) \
+             and time inside reconcile"
+        );
+        println!(
+            "  {:<20} {:<26} {:>10} {:>9} {:>9} {:>9} {:>10} {:>10} {:>11}",
+            "controller", "kind", "reconciles", "lag p50", "lag p99", "lag max", "busy p99", "busy max", "busy total"
+        );
+        for r in sim.truth().reactions() {
+            println!(
+                "  {:<20} {:<26} {:>10} {:>6.2} ms {:>6.2} ms {:>6.1} ms {:>7.2} ms {:>7.1} ms {:>8.0} ms",
+                r.controller,
+                r.kind,
+                r.reconciles,
+                r.lag_p50_ms,
+                r.lag_p99_ms,
+                r.lag_max_ms,
+                r.busy_p99_ms,
+                r.busy_max_ms,
+                r.busy_total_ms
+            );
+        }
         println!("RSS: {:.0} MiB (whole bench process)", rss_mib());
     });
 }

@@ -2,6 +2,7 @@
 //! running, ready, deleted; checkpoint start and end; restore; GPU allocated and released),
 //! so tests can measure how late and how accurately the harness observed it.
 
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -44,10 +45,15 @@ pub struct TruthEvent {
     pub imposed_delay_ms: Option<f64>,
 }
 
+/// One reconcile: (reaction lag, time inside reconcile), in microseconds.
+type Reaction = (u32, u32);
+
 /// The recorder. Cheap to share.
 pub struct Truth {
     start: Instant,
     events: Mutex<Vec<TruthEvent>>,
+    /// Per controller: (reaction lag, time inside reconcile) of every reconcile, microseconds.
+    reactions: Mutex<BTreeMap<(&'static str, &'static str), Vec<Reaction>>>,
 }
 
 impl Default for Truth {
@@ -55,8 +61,36 @@ impl Default for Truth {
         Self {
             start: Instant::now(),
             events: Mutex::new(Vec::new()),
+            reactions: Mutex::new(BTreeMap::new()),
         }
     }
+}
+
+/// How quickly one controller acted: the lag from the change it reacts to (or its timer
+/// falling due) to the start of its reconcile, and the time each reconcile took.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReactionStats {
+    pub controller: &'static str,
+    /// The kind of the reconciled objects.
+    pub kind: &'static str,
+    pub reconciles: usize,
+    pub lag_p50_ms: f64,
+    pub lag_p99_ms: f64,
+    pub lag_max_ms: f64,
+    pub busy_p99_ms: f64,
+    pub busy_max_ms: f64,
+    pub busy_total_ms: f64,
+}
+
+fn micros(d: std::time::Duration) -> u32 {
+    u32::try_from(d.as_micros()).unwrap_or(u32::MAX)
+}
+
+fn percentile_ms(sorted: &[u32], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    f64::from(sorted[((sorted.len() - 1) as f64 * p).round() as usize]) / 1000.0
 }
 
 impl Truth {
@@ -97,6 +131,46 @@ impl Truth {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(ev);
+    }
+
+    /// Records one reconcile of `controller` (of an object of `kind`): how late it started, and how long it ran.
+    pub fn record_reaction(
+        &self,
+        controller: &'static str,
+        kind: &'static str,
+        lag: std::time::Duration,
+        busy: std::time::Duration,
+    ) {
+        self.reactions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry((controller, kind))
+            .or_default()
+            .push((micros(lag), micros(busy)));
+    }
+
+    /// Each controller's reaction figures so far, by name and kind.
+    pub fn reactions(&self) -> Vec<ReactionStats> {
+        let all = self.reactions.lock().unwrap_or_else(|e| e.into_inner());
+        all.iter()
+            .map(|((controller, kind), samples)| {
+                let mut lag: Vec<u32> = samples.iter().map(|s| s.0).collect();
+                let mut busy: Vec<u32> = samples.iter().map(|s| s.1).collect();
+                lag.sort_unstable();
+                busy.sort_unstable();
+                ReactionStats {
+                    controller,
+                    kind,
+                    reconciles: samples.len(),
+                    lag_p50_ms: percentile_ms(&lag, 0.5),
+                    lag_p99_ms: percentile_ms(&lag, 0.99),
+                    lag_max_ms: percentile_ms(&lag, 1.0),
+                    busy_p99_ms: percentile_ms(&busy, 0.99),
+                    busy_max_ms: percentile_ms(&busy, 1.0),
+                    busy_total_ms: busy.iter().map(|b| f64::from(*b)).sum::<f64>() / 1000.0,
+                }
+            })
+            .collect()
     }
 
     /// Every transition so far, in order.

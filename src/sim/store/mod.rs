@@ -431,6 +431,7 @@ impl Store {
             object: obj.clone(),
             previous,
             encoded: Default::default(),
+            at: std::time::Instant::now(),
         });
         inner.history.push(event.clone());
         // No receivers is fine: nobody is watching.

@@ -40,6 +40,8 @@ pub struct Event {
     pub previous: Option<Arc<Value>>,
     /// The object serialised once, shared by every watcher that sends it.
     pub encoded: std::sync::OnceLock<bytes::Bytes>,
+    /// When the change was committed (controllers measure their reaction from here).
+    pub at: std::time::Instant,
 }
 
 impl Event {
@@ -143,6 +145,7 @@ mod tests {
             object: Arc::new(json!({"metadata": {"name": "p"}})),
             previous: None,
             encoded: Default::default(),
+            at: std::time::Instant::now(),
         })
     }
 
@@ -176,6 +179,7 @@ mod tests {
             object: Arc::new(now),
             previous: Some(Arc::new(prev)),
             encoded: Default::default(),
+            at: std::time::Instant::now(),
         };
         let with = json!({"metadata": {"labels": {"app": "x"}}});
         let without = json!({"metadata": {"labels": {"app": "y"}}});

@@ -140,6 +140,17 @@ pub fn reconcile_policy(ctx: &Ctx, key: &ObjKey) -> Next {
 
 /// Writes the `_perm_check` probe and reports the result as the policy's `Ready` condition.
 fn check_storage(ctx: &Ctx, key: &ObjKey, policy: &Value) {
+    // A policy whose current generation was validated is not probed again: the agent
+    // validates storage access when a policy is created or changed (and retries a failed
+    // check), not on every snapshot change. Writing the probe object each time stalled the
+    // agent on the filesystem under load.
+    let generation = policy.pointer("/metadata/generation");
+    if condition_status(policy, "Ready") == Some("True")
+        && generation.is_some()
+        && policy.pointer("/status/observedGeneration") == generation
+    {
+        return;
+    }
     let result = storage_of_policy(ctx, policy).and_then(|(bucket, path)| {
         ctx.bucket
             .write_perm_check(&bucket, &path)
