@@ -151,8 +151,23 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
     let suite_options = crate::bdd::runner::SuiteOptions { features };
     let sampler = sample_gpus(ctx.client.clone());
     let suite = crate::bdd::run(ctx.clone(), &suite_options);
+    let sim_failed = async {
+        match &sim {
+            Some(s) => s.failed().await,
+            None => std::future::pending().await,
+        }
+    };
     let outcome = tokio::select! {
         outcome = suite => outcome?,
+        message = sim_failed => {
+            // The simulator stopped on its own (a controller panicked) and took its cluster
+            // and every pod process with it: there is nothing left to clean up.
+            eprintln!("error: {message}");
+            eprintln!("error: the embedded simulator stopped; the run is abandoned (a bug in wsgate's simulator: please report it with this message)");
+            let gpu_allocation = stop_sampler(sampler).await;
+            write_reports(&ctx, &resolved, gpu_allocation, started_at, server, sim.as_ref().map(|s| s.token().to_string()), crate::exit_code::INTERNAL);
+            return Ok(crate::exit_code::INTERNAL);
+        }
         signal = super::interrupted() => {
             let signal = signal?;
             // In-flight scenarios are abandoned; everything this run created carries its

@@ -31,8 +31,17 @@ pub async fn sim(args: SimArgs) -> Result<i32, CommandError> {
         args.kubeconfig.display()
     );
     println!("stop with Ctrl-C (SIGINT) or SIGTERM");
-    let signal = interrupted().await?;
-    println!("{signal}: shutting down the simulator");
-    sim.shutdown().await;
-    Ok(exit_code::SUCCESS)
+    tokio::select! {
+        signal = interrupted() => {
+            let signal = signal?;
+            println!("{signal}: shutting down the simulator");
+            sim.shutdown().await;
+            Ok(exit_code::SUCCESS)
+        }
+        message = sim.failed() => {
+            eprintln!("error: {message}");
+            eprintln!("error: the simulator stopped, and every pod process with it (a bug in wsgate's simulator: please report it with this message)");
+            Ok(exit_code::INTERNAL)
+        }
+    }
 }

@@ -35,6 +35,9 @@ pub enum Fault {
     ApiErrors,
     /// The API server drops watch streams early.
     WatchDrops,
+    /// The workspace controller panics on a Workspace carrying this (per object only): the
+    /// simulator must stop at once and leave no process behind.
+    ControllerPanics,
 }
 
 impl Fault {
@@ -51,6 +54,7 @@ impl Fault {
         Fault::KernelDies,
         Fault::ApiErrors,
         Fault::WatchDrops,
+        Fault::ControllerPanics,
     ];
 
     /// The name used in profiles and annotations.

@@ -88,6 +88,8 @@ pub struct PodProcesses {
     runtime: RuntimeKind,
     project_root: PathBuf,
     venv: tokio::sync::OnceCell<Result<VenvPaths, String>>,
+    /// Set by [`Self::kill_all`]: no process starts after it.
+    closed: std::sync::atomic::AtomicBool,
     inner: Arc<Mutex<Inner>>,
     next_ip: Mutex<u32>,
 }
@@ -117,6 +119,7 @@ impl PodProcesses {
             runtime,
             project_root,
             venv: tokio::sync::OnceCell::new(),
+            closed: std::sync::atomic::AtomicBool::new(false),
             inner: Arc::new(Mutex::new(Inner::default())),
             // A random start, so that simulators running side by side (parallel tests)
             // hand out different pod IPs and their servers can all bind port 8888.
@@ -185,6 +188,9 @@ impl PodProcesses {
 
     /// Begins a cold start of a Jupyter pod in the background; poll with [`Self::poll_start`].
     pub fn begin_jupyter(self: &Arc<Self>, pod_uid: &str, spec: JupyterSpec) {
+        if self.is_closed() {
+            return;
+        }
         if self.runtime == RuntimeKind::None {
             let started = self.start_none(pod_uid);
             self.lock()
@@ -236,7 +242,13 @@ impl PodProcesses {
             url: Some(process.url().to_string()),
             pid: Some(process.pid() as u32),
         };
-        self.lock().running.insert(
+        let mut inner = self.lock();
+        if self.is_closed() {
+            drop(inner);
+            drop(process);
+            return Err("the simulator stopped".into());
+        }
+        inner.running.insert(
             pod_uid.to_string(),
             Running {
                 started: started.clone(),
@@ -349,6 +361,30 @@ impl PodProcesses {
             inner.running.remove(pod_uid)
         };
         drop(removed);
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Kills every pod process, running or frozen in a snapshot image, and refuses any
+    /// start from now on (the simulator is stopping). Returns how many servers were killed.
+    pub fn kill_all(&self) -> usize {
+        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+        let (running, images) = {
+            let mut inner = self.lock();
+            inner.starting.clear();
+            (
+                std::mem::take(&mut inner.running),
+                std::mem::take(&mut inner.images),
+            )
+        };
+        let killed = running.values().filter(|r| r.process.is_some()).count()
+            + images.values().filter(|f| f.process.is_some()).count();
+        // Dropping a server's process handle kills its whole process group.
+        drop(running);
+        drop(images);
+        killed
     }
 
     /// Fault `kernel-dies`: kills the server's kernels (its descendants), not the server.

@@ -119,7 +119,8 @@ pub struct SimHandle {
     ca_pem: String,
     store: Arc<Store>,
     server: axum_server::Handle<SocketAddr>,
-    shutdown: tokio::sync::watch::Sender<bool>,
+    shutdown: Arc<tokio::sync::watch::Sender<bool>>,
+    failure: Arc<tokio::sync::watch::Sender<Option<String>>>,
     truth: Arc<Truth>,
     ctx: Option<Ctx>,
     _state_dir: Option<tempfile::TempDir>,
@@ -183,6 +184,8 @@ impl SimHandle {
         seed(&store);
         let token = random_token();
         let (shutdown, shutdown_rx) = tokio::sync::watch::channel(false);
+        let shutdown = Arc::new(shutdown);
+        let failure = Arc::new(tokio::sync::watch::channel(None::<String>).0);
         let truth = Arc::new(Truth::default());
         let mut temp_dir = None;
         let ctx = match &opts.platform {
@@ -218,6 +221,7 @@ impl SimHandle {
                     )),
                     bucket: Arc::new(Bucket::new(state_dir.join("bucket"))),
                     shutdown: shutdown_rx.clone(),
+                    failure: failure.clone(),
                 };
                 controllers::start_all(&ctx);
                 Some(ctx)
@@ -250,6 +254,19 @@ impl SimHandle {
             }
         });
         server.listening().await;
+        // A controller's panic stops the whole simulator (its pod processes are already
+        // killed by then): API clients then see the server go away instead of a platform
+        // that silently stopped reacting.
+        {
+            let mut failed = failure.subscribe();
+            let (shutdown, server) = (shutdown.clone(), server.clone());
+            tokio::spawn(async move {
+                if failed.wait_for(Option::is_some).await.is_ok() {
+                    let _ = shutdown.send(true);
+                    server.shutdown();
+                }
+            });
+        }
         Ok(SimHandle {
             addr,
             token,
@@ -257,10 +274,25 @@ impl SimHandle {
             store,
             server,
             shutdown,
+            failure,
             truth,
             ctx,
             _state_dir: temp_dir,
         })
+    }
+
+    /// Why the simulator stopped on its own (a controller panicked), if it did.
+    pub fn failure(&self) -> Option<String> {
+        self.failure.borrow().clone()
+    }
+
+    /// Waits until the simulator stops on its own, and says why; pending forever otherwise.
+    pub async fn failed(&self) -> String {
+        let mut rx = self.failure.subscribe();
+        match rx.wait_for(Option::is_some).await {
+            Ok(m) => m.clone().unwrap_or_default(),
+            Err(_) => std::future::pending().await,
+        }
     }
 
     /// The ground truth recorded so far.

@@ -1,6 +1,8 @@
 //! The full cycle on the default profile with the real Jupyter runtime: create -> Running ->
 //! pause -> Paused -> resume -> Running. A variable set in the kernel before the pause is
-//! still there after it; with fault `silent-cold-start` it is gone while the home files remain.
+//! still there after it; with fault `silent-cold-start` it is gone while the home files remain;
+//! with fault `kernel-dies` the pod is restored but its kernel process is killed; a panic in
+//! a controller stops the simulator and leaves no process behind, running or frozen.
 
 use std::time::Duration;
 
@@ -150,4 +152,174 @@ async fn silent_cold_start_loses_memory_but_keeps_files() {
     let (memory, disk) = cycle("cycle-b", Some("silent-cold-start")).await;
     assert_eq!(memory, "GONE");
     assert_eq!(disk, "on disk");
+}
+
+/// Runs `code` in `kernel`, retrying while the kernel is dead or restarting (the server
+/// restarts a kernel that died), until `BUDGET` runs out.
+async fn exec_when_alive(jc: &JupyterClient, kernel: &str, code: &str) -> String {
+    let deadline = tokio::time::Instant::now() + BUDGET;
+    loop {
+        let attempt = async {
+            let mut ch = KernelChannel::connect(jc, kernel).await?;
+            ch.execute(code, &ExecuteOptions::new(Duration::from_secs(10)))
+                .await
+        };
+        match attempt.await {
+            Ok(out) => return format!("{}{}", out.stdout, out.results.join("")),
+            Err(e) if tokio::time::Instant::now() < deadline => {
+                eprintln!("kernel not usable yet: {e}");
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(e) => panic!("kernel {kernel} not usable within {BUDGET:?}: {e}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn kernel_dies_after_a_real_restore() {
+    let name = "cycle-c";
+    let sim = start().await;
+    let client = sim.client().await.unwrap();
+    create_workspace(&client, name, Some("kernel-dies")).await;
+    wait_state(&client, name, WorkspaceState::Running).await;
+    let jc = jupyter(&client, name).await;
+    let kernel = jc.start_kernel(None).await.unwrap().id;
+    let pid_before = exec(
+        &jc,
+        &kernel,
+        "import os\nSECRET_VALUE = 'kept'\nprint(os.getpid())",
+    )
+    .await;
+    let api: Api<Workspace> = Api::namespaced(client.clone(), NS);
+    for paused in [true, false] {
+        api.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"paused": paused}})),
+        )
+        .await
+        .unwrap();
+        let state = if paused {
+            WorkspaceState::Paused
+        } else {
+            WorkspaceState::Running
+        };
+        wait_state(&client, name, state).await;
+    }
+    // The pod came back from its snapshot (not a cold start) ...
+    let truth = sim.truth().events();
+    assert!(
+        truth
+            .iter()
+            .any(|e| e.transition == wsgate::sim::truth::Transition::Restored
+                && e.name.starts_with(&format!("ws-{name}-"))),
+        "the resume was a restore"
+    );
+    // ... the server restored with it still lists the kernel, but its process was killed:
+    // the server restarts it, empty.
+    let jc = jupyter(&client, name).await;
+    assert_eq!(jc.kernel(&kernel).await.unwrap().id, kernel);
+    let after = exec_when_alive(
+        &jc,
+        &kernel,
+        "import os\nprint(globals().get('SECRET_VALUE', 'GONE'), os.getpid())",
+    )
+    .await;
+    let (memory, pid_after) = after.trim().split_once(' ').unwrap();
+    assert_eq!(memory, "GONE");
+    assert_ne!(pid_after, pid_before.trim(), "a new kernel process");
+}
+
+/// Whether `pid` is a live process (a zombie waiting to be reaped counts as dead).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let state = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .next()?
+                .to_string();
+            Some(state != "Z" && state != "X")
+        })
+        .unwrap_or(false)
+}
+
+async fn server_pid(sim: &SimHandle, client: &kube::Client, name: &str) -> u32 {
+    let pod = Api::<Pod>::namespaced(client.clone(), NS)
+        .list(&ListParams::default().labels(&format!("{WORKSPACE_LABEL}={name}")))
+        .await
+        .unwrap()
+        .items
+        .remove(0);
+    let uid = pod.metadata.uid.unwrap();
+    sim.platform()
+        .unwrap()
+        .pods
+        .running(&uid)
+        .and_then(|s| s.pid)
+        .expect("a running jupyter pod has a server process")
+}
+
+#[tokio::test]
+async fn a_controller_panic_stops_the_simulator_and_kills_every_pod_process() {
+    let sim = start().await;
+    let client = sim.client().await.unwrap();
+    let mut pids = Vec::new();
+    // One workspace keeps running, one is paused (its processes frozen in the snapshot).
+    for name in ["panic-run", "panic-paused"] {
+        create_workspace(&client, name, None).await;
+        wait_state(&client, name, WorkspaceState::Running).await;
+        pids.push(server_pid(&sim, &client, name).await);
+        let jc = jupyter(&client, name).await;
+        let kernel = jc.start_kernel(None).await.unwrap().id;
+        let pid = exec(&jc, &kernel, "import os\nprint(os.getpid())").await;
+        pids.push(pid.trim().parse().unwrap());
+    }
+    let api: Api<Workspace> = Api::namespaced(client.clone(), NS);
+    api.patch(
+        "panic-paused",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"paused": true}})),
+    )
+    .await
+    .unwrap();
+    wait_state(&client, "panic-paused", WorkspaceState::Paused).await;
+    assert!(pids.iter().all(|p| alive(*p)), "{pids:?} all alive before");
+    assert_eq!(sim.failure(), None);
+
+    api.patch(
+        "panic-run",
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"metadata": {"annotations": {"sim.wsgate.dev/fault": "controller-panics"}}}),
+        ),
+    )
+    .await
+    .unwrap();
+    let why = tokio::time::timeout(BUDGET, sim.failed())
+        .await
+        .expect("the simulator stops after the panic");
+    assert!(
+        why.contains(
+            "controller workspace panicked while reconciling Workspace wsgate-test/panic-run"
+        ) && why.contains("fault controller-panics"),
+        "{why}"
+    );
+    // Every server and kernel is gone, the frozen ones too.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while pids.iter().any(|p| alive(*p)) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let left: Vec<u32> = pids.iter().copied().filter(|p| alive(*p)).collect();
+    assert!(left.is_empty(), "processes left after the panic: {left:?}");
+    // And the API server is gone: a client sees the simulator stop, not a silent platform.
+    let listed = tokio::time::timeout(BUDGET, api.list(&ListParams::default()))
+        .await
+        .expect("the request ends");
+    assert!(
+        listed.is_err(),
+        "the API server still answers after the panic"
+    );
 }

@@ -13,6 +13,9 @@ pub mod workspace;
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
+
+use futures::FutureExt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,6 +40,37 @@ pub struct Ctx {
     /// The snapshot bucket (`<state dir>/bucket`).
     pub bucket: Arc<Bucket>,
     pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// Set once, by the first controller that panics: the simulator then stops at once and
+    /// kills every pod process (see [`crate::sim::SimHandle::failure`]).
+    pub failure: Arc<tokio::sync::watch::Sender<Option<String>>>,
+}
+
+impl Ctx {
+    /// Stops the simulated platform because of `message`: every pod process is killed at
+    /// once, and the simulator's server and controllers shut down. Only the first call counts.
+    pub fn fail(&self, message: String) {
+        let first = self.failure.send_if_modified(|m| {
+            if m.is_some() {
+                return false;
+            }
+            *m = Some(message.clone());
+            true
+        });
+        if first {
+            tracing::error!("{message}");
+            let killed = self.pods.kill_all();
+            tracing::error!(killed, "the simulator stops; every pod process was killed");
+        }
+    }
+}
+
+/// The text of a panic's payload.
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".into())
 }
 
 /// An object a controller reconciles: kind, namespace ("" for cluster scope), name.
@@ -168,7 +202,20 @@ pub fn spawn<R: Reconciler>(ctx: Ctx, r: R) -> tokio::task::JoinHandle<()> {
                     for (k, (at, _)) in ready {
                         due.remove(&k);
                         let started = Instant::now();
-                        let next = r.reconcile(&ctx, &k).await;
+                        let next = match AssertUnwindSafe(r.reconcile(&ctx, &k)).catch_unwind().await {
+                            Ok(next) => next,
+                            Err(payload) => {
+                                ctx.fail(format!(
+                                    "simulator controller {} panicked while reconciling {} {}/{}: {}",
+                                    r.name(),
+                                    k.kind.kind,
+                                    k.namespace,
+                                    k.name,
+                                    panic_text(&*payload)
+                                ));
+                                return;
+                            }
+                        };
                         ctx.truth.record_reaction(r.name(), k.kind.kind, started - at, started.elapsed());
                         match next {
                             Next::Done => {}
@@ -239,6 +286,7 @@ mod tests {
             )),
             bucket: Arc::new(Bucket::new(dir.path().join("bucket"))),
             shutdown,
+            failure: Arc::new(tokio::sync::watch::channel(None).0),
         };
         ctx.store
             .create(

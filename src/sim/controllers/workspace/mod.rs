@@ -217,6 +217,12 @@ impl WorkspaceController {
         if ws.pointer("/metadata/deletionTimestamp").is_some() {
             return Next::Done;
         }
+        if crate::sim::faults::annotated(&ws, crate::sim::faults::Fault::ControllerPanics) {
+            panic!(
+                "fault controller-panics on Workspace {}/{}",
+                key.namespace, key.name
+            );
+        }
         let mut status = state::complete(ws.get("status"));
         let kind_name = str_at(&ws, "/spec/kind");
         let Some(wsk) = ctx.store.find(kind("WorkspaceKind"), None, kind_name) else {
