@@ -37,7 +37,7 @@ pub enum Command {
     /// Mark a Jupyter kernel's process and later check whether it came back
     Probe(ProbeArgs),
     /// Release gate across an upgrade: prepare before it, verify after it
-    Gate(NotBuiltArgs),
+    Gate(crate::commands::gate::GateArgs),
     /// Capacity-contention drill: N paused workspaces resume on M < N GPUs
     Drill(NotBuiltArgs),
     /// Workspaces in plain words: ready, paused, waiting for a GPU, restoring, error

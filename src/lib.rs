@@ -20,6 +20,7 @@ pub mod commands;
 pub mod config;
 pub mod cost;
 pub mod exit_code;
+pub mod gate;
 pub mod platform;
 pub mod report;
 pub mod session;

@@ -27,6 +27,8 @@ const CASES: &[Case] = &[
             ("kind without snapshots", "passed", ""),
             ("snapshots are gone", "passed", ""),
             ("GPU squeeze", "passed", ""),
+            ("comes back restored", "passed", ""),
+            ("invalidates the snapshot", "passed", ""),
         ],
     },
     Case {
@@ -50,6 +52,12 @@ const CASES: &[Case] = &[
                 "failed",
                 "verdict FreshSession, expected Restored",
             ),
+            (
+                "comes back restored",
+                "failed",
+                "gate verdict SnapshotInvalidated, expected Restored",
+            ),
+            ("invalidates the snapshot", "passed", ""),
         ],
     },
     Case {
@@ -61,6 +69,16 @@ const CASES: &[Case] = &[
             ("kind without snapshots", "failed", "expected FreshSession"),
             ("snapshots are gone", "failed", "expected Restored"),
             ("GPU squeeze", "failed", "expected Restored"),
+            (
+                "comes back restored",
+                "failed",
+                "gate verdict Failed, expected Restored",
+            ),
+            (
+                "invalidates the snapshot",
+                "failed",
+                "gate verdict Failed, expected SnapshotInvalidated",
+            ),
         ],
     },
 ];

@@ -43,6 +43,10 @@ pub struct WsWorld {
     pub max_pods_seen: usize,
     /// What the scenario did, line by line, for the report's system-out.
     pub log: Vec<String>,
+    /// The release gate's state file, once prepared.
+    pub gate_state: Option<std::path::PathBuf>,
+    /// The release gate's outcome, once verified.
+    pub gate_outcome: Option<crate::gate::GateOutcome>,
 }
 
 impl std::fmt::Debug for WsWorld {
@@ -73,6 +77,8 @@ impl WsWorld {
             snapshot_uid: None,
             max_pods_seen: 0,
             log: Vec::new(),
+            gate_state: None,
+            gate_outcome: None,
         })
     }
 

@@ -1,9 +1,10 @@
 //! What each subcommand does, and the one error type the binary maps to exit codes.
 
 pub mod cost;
+pub mod gate;
 pub mod janitor;
 pub mod report;
-mod run;
+pub(crate) mod run;
 mod sim;
 mod status;
 
@@ -38,6 +39,10 @@ pub enum CommandError {
     Report(#[from] crate::report::ReportError),
     #[error(transparent)]
     Cost(#[from] crate::cost::CostError),
+    #[error(transparent)]
+    Gate(#[from] crate::gate::GateError),
+    #[error(transparent)]
+    GateState(#[from] crate::gate::StateError),
     #[error("cannot {what}")]
     Io {
         what: &'static str,
@@ -59,6 +64,8 @@ impl CommandError {
             CommandError::Target(_) | CommandError::Runtime(_) => exit_code::TARGET,
             CommandError::Sim(_) | CommandError::Io { .. } => exit_code::INTERNAL,
             CommandError::Probe(e) => e.exit_code(),
+            CommandError::Gate(e) => e.exit_code(),
+            CommandError::GateState(_) => exit_code::USAGE,
             CommandError::NotBuilt { .. } => exit_code::NOT_BUILT,
         }
     }
@@ -75,7 +82,8 @@ pub async fn dispatch(command: Command) -> Result<i32, CommandError> {
         Command::Report(args) => report::run(args).await,
         Command::Status(args) => status::status(args.target).await,
         Command::Janitor(args) => janitor::janitor(args).await,
-        Command::Gate(_) | Command::Drill(_) | Command::Doctor(_) => Err(CommandError::NotBuilt {
+        Command::Gate(args) => gate::gate(args).await,
+        Command::Drill(_) | Command::Doctor(_) => Err(CommandError::NotBuilt {
             command: name,
             what: "it is planned (see the README's status table); nothing was done".to_string(),
         }),

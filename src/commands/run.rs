@@ -336,7 +336,7 @@ async fn start_simulator(cfg: &crate::config::Config) -> Result<SimHandle, Comma
     Ok(SimHandle::start(opts).await?)
 }
 
-fn random_hex(bytes: usize) -> String {
+pub(crate) fn random_hex(bytes: usize) -> String {
     use rand::RngExt;
     let mut rng = rand::rng();
     (0..bytes)

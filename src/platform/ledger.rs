@@ -80,7 +80,7 @@ pub enum CleanupOutcome {
 }
 
 /// The ledger of one scenario.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ledger {
     pub entries: Vec<Entry>,
 }

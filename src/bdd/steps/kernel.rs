@@ -1,58 +1,34 @@
 //! Kernel steps: store the marker and files before the pause, collect the evidence after
 //! the resume, and assert the verdict, the files, the model and the recorded phases.
 
-use std::time::Duration;
-
 use cucumber::{given, then};
 
 use crate::bdd::world::{StepResult, WsWorld};
 use crate::platform::{snapshots, workspace as ws};
 use crate::session::protocol::Budgets;
-use crate::session::{
-    Auth, Budget, ClientOptions, JupyterClient, MarkerPlan, Model, Nonce, PlatformEvidence,
-};
+use crate::session::{JupyterClient, MarkerPlan, Nonce, PlatformEvidence};
 use crate::timeline::Mark;
 use crate::verdict::{self, FilesState};
 
-fn model(w: &WsWorld) -> Model {
-    match w.ctx.config.workspace.model.as_str() {
-        "qwen2.5-3b-t4" => Model::Qwen25_3bT4,
-        _ => Model::SimTiny,
-    }
-}
-
 fn budgets(w: &WsWorld) -> Result<Budgets, String> {
-    Ok(Budgets {
-        connect: Budget::new("kernel_reachable", w.budget("kernel_reachable")?),
-        cell: Budget::new("cell", w.budget("cell")?),
-        model: Budget::new("model_load", w.budget("model_load")?),
-    })
+    crate::gate::session_budgets(&w.ctx.config).map_err(|e| e.to_string())
 }
 
 /// A Jupyter client for the workspace's current pod.
 async fn jupyter(w: &WsWorld) -> Result<JupyterClient, String> {
     let new = w.ws()?;
-    let pods = ws::pods(&w.ctx.client, &new.namespace, &new.name)
-        .await
-        .map_err(|e| e.to_string())?;
-    let pod = pods
-        .iter()
-        .find(|p| p.metadata.deletion_timestamp.is_none())
-        .ok_or_else(|| {
-            format!(
-                "workspace {} has no running pod to reach Jupyter on",
-                new.name
-            )
-        })?;
-    let url = ws::jupyter_url(pod, &new.namespace, &new.name)
-        .ok_or("the workspace's pod has no IP yet")?;
-    let options = ClientOptions {
-        insecure_skip_tls_verify: w.ctx.config.target.insecure_skip_tls_verify,
-    };
-    JupyterClient::new(&url, Auth::Token(w.ctx.token.clone()), options).map_err(|e| e.to_string())
+    crate::gate::jupyter_for(
+        &w.ctx.client,
+        &w.ctx.config,
+        &new.namespace,
+        &new.name,
+        &w.ctx.token,
+    )
+    .await
+    .map_err(|e| e.to_string())
 }
 
-fn require_kernels(w: &WsWorld) -> StepResult {
+pub(crate) fn require_kernels(w: &WsWorld) -> StepResult {
     if w.ctx.simulator && w.ctx.config.sim.runtime.as_str() == "none" {
         return Err("not applicable: the simulator's `none` runtime runs no kernels (set sim.runtime = \"jupyter\")".into());
     }
@@ -66,32 +42,18 @@ async fn mark(w: &mut WsWorld) -> StepResult {
     require_kernels(w)?;
     let budgets = budgets(w)?;
     let jc = jupyter(w).await?;
-    let kernel = tokio::time::timeout(budgets.connect.limit, async {
-        loop {
-            match jc.start_kernel(None).await {
-                Ok(k) => return Ok(k),
-                Err(e) if e.is_transient() => tokio::time::sleep(Duration::from_millis(200)).await,
-                Err(e) => return Err(e),
-            }
-        }
-    })
-    .await
-    .map_err(|_| {
-        format!(
-            "budget `kernel_reachable` ({:?}) ran out starting a kernel",
-            budgets.connect.limit
-        )
-    })?
-    .map_err(|e| e.to_string())?;
-    w.mark(Mark::KernelReachable, Some(kernel.id.clone()));
+    let kernel = crate::gate::start_kernel(&jc, &budgets)
+        .await
+        .map_err(|e| e.to_string())?;
+    w.mark(Mark::KernelReachable, Some(kernel.clone()));
     let nonce = Nonce::generate();
-    let plan = MarkerPlan::new(model(w), w.ctx.run_id.clone());
-    let evidence = crate::session::mark(&jc, &kernel.id, &nonce, &plan, &budgets)
+    let plan = MarkerPlan::new(crate::gate::model(&w.ctx.config), w.ctx.run_id.clone());
+    let evidence = crate::session::mark(&jc, &kernel, &nonce, &plan, &budgets)
         .await
         .map_err(|e| e.to_string())?;
     w.mark(Mark::ModelLoaded, None);
     w.mark(Mark::MarkerStored, None);
-    w.kernel_id = Some(kernel.id);
+    w.kernel_id = Some(kernel);
     w.nonce = Some(nonce);
     w.plan = Some(plan);
     w.before = Some(evidence);

@@ -1,5 +1,6 @@
 //! Step definitions: thin glue from Gherkin phrases to `platform`, `session` and `verdict`.
 
 pub mod capacity;
+pub mod gate;
 pub mod kernel;
 pub mod workspace;

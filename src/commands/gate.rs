@@ -1,0 +1,209 @@
+//! `wsgate gate prepare` (before an upgrade) and `wsgate gate verify --state FILE` (after
+//! it): a release gate that spans the upgrade. The state file is the only hand-off, so the
+//! two may run in different processes on different machines; both talk to a cluster (for
+//! the simulator, start `wsgate sim` and use the kubeconfig it writes).
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+use super::CommandError;
+use crate::cli::TargetArgs;
+use crate::config::{self, Config, LoadRequest, Override, TargetKind};
+use crate::gate::{self, GateState, GateVerdict, PrepareOptions, VerifyOptions};
+use crate::platform::target;
+
+#[derive(Debug, Clone, Args)]
+pub struct GateArgs {
+    #[command(subcommand)]
+    pub command: GateCommand,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum GateCommand {
+    /// Before the upgrade: create a workspace, load the model, store the marker, pause, write the state file
+    Prepare(PrepareArgs),
+    /// After the upgrade: resume the workspace from the state file and decide
+    Verify(VerifyArgs),
+}
+
+/// Flags both halves take.
+#[derive(Debug, Clone, Args)]
+pub struct CommonArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// The state file prepare writes and verify reads (holds no secret)
+    #[arg(long, value_name = "FILE")]
+    pub state: PathBuf,
+    /// Profile file layered over the embedded defaults (budgets, workspace options)
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<PathBuf>,
+    /// Override one config key, e.g. --set budgets.resume_to_running=10m (repeatable)
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct PrepareArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Hours after which `wsgate janitor` may remove the prepared workspace if verify never runs
+    #[arg(long, value_name = "HOURS", default_value_t = 72)]
+    pub expires_in_hours: u32,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Leave the workspace and its objects in place after deciding
+    #[arg(long)]
+    pub keep: bool,
+    /// Fail (exit 10) when the upgrade invalidated the snapshot, instead of passing with a warning
+    #[arg(long)]
+    pub require_restore: bool,
+}
+
+/// The resolved config and a client for the cluster (the simulator is refused: it would
+/// not outlive prepare's process).
+async fn connect(common: &CommonArgs) -> Result<(Config, kube::Client, String), CommandError> {
+    let mut overrides = common.target.overrides();
+    for s in &common.set {
+        overrides.push(Override::from_assignment(s, "--set")?);
+    }
+    let resolved = config::load(&LoadRequest {
+        profile: common.profile.clone(),
+        env: std::env::vars().collect(),
+        overrides,
+    })?;
+    for w in &resolved.warnings {
+        eprintln!("warning: {w}");
+    }
+    let cfg = resolved.config;
+    if cfg.target.kind == TargetKind::Sim {
+        return Err(CommandError::Usage(
+            "`wsgate gate` spans an upgrade, so prepare and verify run in separate processes and \
+             the embedded simulator would not outlive the first: pass --target cluster with \
+             --context or --kubeconfig (to try it on the simulator, start `wsgate sim` and use \
+             the kubeconfig it writes)"
+                .into(),
+        ));
+    }
+    let kc = target::cluster_config(&cfg.target).await?;
+    let server = kc.cluster_url.to_string();
+    let client = target::connect(kc).await?;
+    target::check_opt_in(&client, &cfg.target.namespace).await?;
+    Ok((cfg, client, server))
+}
+
+fn say(line: &str) {
+    println!("gate: {line}");
+}
+
+pub async fn gate(args: GateArgs) -> Result<i32, CommandError> {
+    match args.command {
+        GateCommand::Prepare(a) => prepare(a).await,
+        GateCommand::Verify(a) => verify(a).await,
+    }
+}
+
+async fn prepare(args: PrepareArgs) -> Result<i32, CommandError> {
+    let (cfg, client, server) = connect(&args.common).await?;
+    let opts = PrepareOptions {
+        run_id: format!("gate-{}", super::run::random_hex(4)),
+        expires_in: chrono::Duration::hours(i64::from(args.expires_in_hours)),
+        server,
+        token: crate::session::Secret::new(super::run::random_hex(24)),
+    };
+    say(&format!(
+        "preparing the release gate (run id {}) in namespace {}",
+        opts.run_id, cfg.target.namespace
+    ));
+    let state = gate::prepare(&client, &cfg, &opts, &say).await?;
+    state.write(&args.common.state)?;
+    say(&format!(
+        "state written to {}; the workspace {} stays paused until `wsgate gate verify --state {}` \
+         after the upgrade (or until {} when `wsgate janitor` may remove it)",
+        args.common.state.display(),
+        state.workspace,
+        args.common.state.display(),
+        state.expires_at.format("%Y-%m-%d %H:%M UTC"),
+    ));
+    Ok(crate::exit_code::SUCCESS)
+}
+
+async fn verify(args: VerifyArgs) -> Result<i32, CommandError> {
+    // Read the state first: a bad file is a usage error before anything is contacted.
+    let state = GateState::read(&args.common.state)?;
+    let mut common = args.common.clone();
+    if common.target.namespace.is_none() {
+        common.target.namespace = Some(state.namespace.clone());
+    }
+    let (cfg, client, server) = connect(&common).await?;
+    if cfg.target.namespace != state.namespace {
+        return Err(CommandError::Usage(format!(
+            "the state file is for namespace {:?}, not {:?}",
+            state.namespace, cfg.target.namespace
+        )));
+    }
+    if server != state.server {
+        eprintln!(
+            "warning: prepare talked to {}, verify talks to {server} (a new endpoint after the upgrade?)",
+            state.server
+        );
+    }
+    say(&format!(
+        "verifying the release gate {} (prepared {}) on workspace {}/{}",
+        state.run_id,
+        state.prepared_at.format("%Y-%m-%d %H:%M UTC"),
+        state.namespace,
+        state.workspace
+    ));
+    let outcome = gate::verify(
+        &client,
+        &cfg,
+        &state,
+        VerifyOptions { keep: args.keep },
+        &say,
+    )
+    .await?;
+    println!();
+    println!("gate verdict: {}", outcome.verdict);
+    println!("  {}", outcome.summary);
+    if let Some(g) = &outcome.guidance {
+        println!("  guidance for users: {g}");
+    }
+    print!("{}", outcome.restore);
+    let dir = cfg.reports.dir.join(&state.run_id);
+    let path = dir.join("gate-verify.json");
+    let written = std::fs::create_dir_all(&dir).and_then(|()| {
+        let text = serde_json::to_string_pretty(&outcome).map_err(std::io::Error::other)?;
+        std::fs::write(&path, text)
+    });
+    match written {
+        Ok(()) => say(&format!("result written to {}", path.display())),
+        Err(e) => eprintln!("warning: cannot write {}: {e}", path.display()),
+    }
+    let leaks: Vec<_> = outcome
+        .cleanup
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.outcome,
+                crate::platform::ledger::CleanupOutcome::Leaked(_)
+            )
+        })
+        .collect();
+    for l in &leaks {
+        eprintln!("leak: {} {:?}", l.object, l.outcome);
+    }
+    let code = if args.require_restore && outcome.verdict == GateVerdict::SnapshotInvalidated {
+        crate::exit_code::FRESH_SESSION
+    } else {
+        outcome.exit_code()
+    };
+    if code == crate::exit_code::SUCCESS && !leaks.is_empty() {
+        return Ok(crate::exit_code::CLEANUP_LEAK);
+    }
+    Ok(code)
+}

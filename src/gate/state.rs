@@ -1,0 +1,139 @@
+//! The gate's state file: everything `gate verify` needs from `gate prepare`, and nothing
+//! secret. The Jupyter token stays in the namespace's Secret; the nonce is sealed (see
+//! `session::marker`); the cluster's address is kept only to warn when verify talks to
+//! another one. Written atomically with mode 0600.
+
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::platform::ledger::Ledger;
+use crate::session::marker::SealedNonce;
+use crate::session::protocol::MarkerPlan;
+use crate::verdict::Evidence;
+
+/// The schema tag of the current format.
+pub const SCHEMA: &str = "wsgate.dev/gate-state/v1";
+
+/// What `gate prepare` leaves for `gate verify`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GateState {
+    /// Always [`SCHEMA`].
+    pub schema: String,
+    /// The gate's run id (the label on everything it created).
+    pub run_id: String,
+    pub prepared_at: DateTime<Utc>,
+    /// When the janitor may remove what prepare left, if verify never runs.
+    pub expires_at: DateTime<Utc>,
+    /// The API server prepare talked to (no credentials).
+    pub server: String,
+    pub namespace: String,
+    /// The Workspace and its uid (verify refuses a namesake).
+    pub workspace: String,
+    pub workspace_uid: String,
+    /// The WorkspaceKind and options it was created with.
+    pub kind: String,
+    pub image_config: String,
+    pub pod_config: String,
+    /// The node the workspace ran on before the pause.
+    pub node_before_pause: Option<String>,
+    /// The PodSnapshot the pause produced (name, uid).
+    pub snapshot: Option<SnapshotRef>,
+    /// The kernel that holds the marker.
+    pub kernel_id: String,
+    /// The nonce, sealed (not the nonce itself).
+    pub nonce: SealedNonce,
+    /// What was stored where.
+    pub plan: MarkerPlan,
+    /// The evidence from before the pause.
+    pub before: Evidence,
+    /// What prepare created, in order (verify removes it in reverse).
+    pub ledger: Ledger,
+}
+
+/// A PodSnapshot by name and uid.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotRef {
+    pub name: String,
+    pub uid: String,
+}
+
+/// Why the state file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("cannot read the gate state {path}: {source}{}", hint(source))]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{path} is not a wsgate gate state: {detail}")]
+    Invalid { path: PathBuf, detail: String },
+    #[error("cannot write the gate state {path}: {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+fn hint(e: &io::Error) -> &'static str {
+    if e.kind() == io::ErrorKind::NotFound {
+        " (run `wsgate gate prepare --state FILE` before the upgrade)"
+    } else {
+        ""
+    }
+}
+
+impl GateState {
+    /// Reads and validates a state file.
+    pub fn read(path: &Path) -> Result<Self, StateError> {
+        let text = fs::read_to_string(path).map_err(|source| StateError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let invalid = |detail: String| StateError::Invalid {
+            path: path.to_owned(),
+            detail,
+        };
+        let state: GateState = serde_json::from_str(&text).map_err(|e| invalid(e.to_string()))?;
+        if state.schema != SCHEMA {
+            return Err(invalid(format!(
+                "schema `{}`, expected `{SCHEMA}`",
+                state.schema
+            )));
+        }
+        if state.nonce.unseal().is_none() {
+            return Err(invalid("the sealed nonce is damaged".into()));
+        }
+        Ok(state)
+    }
+
+    /// Writes the state file atomically (a temporary file beside it, then a rename).
+    pub fn write(&self, path: &Path) -> Result<(), StateError> {
+        let err = |source| StateError::Write {
+            path: path.to_owned(),
+            source,
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            fs::create_dir_all(dir).map_err(err)?;
+        }
+        let text = serde_json::to_string_pretty(self).map_err(|e| err(io::Error::other(e)))?;
+        let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+        let mut file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(err)?;
+        file.write_all(text.as_bytes()).map_err(err)?;
+        file.write_all(b"\n").map_err(err)?;
+        file.sync_all().map_err(err)?;
+        fs::rename(&tmp, path).map_err(err)
+    }
+}

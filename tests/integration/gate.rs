@@ -1,0 +1,211 @@
+//! `wsgate gate prepare` and `wsgate gate verify` as two separate processes against one
+//! simulator (with the real Jupyter runtime), the state file the only hand-off: a snapshot
+//! that survives gives Restored; one the "upgrade" removed gives the fresh-session warning
+//! (exit 10 with --require-restore); a bad state file or the embedded target is refused.
+
+use std::path::Path;
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
+use kube::api::{Api, DeleteParams, ListParams};
+use wsgate::gate::GateState;
+use wsgate::platform::crd::{PodSnapshot, Workspace};
+use wsgate::sim::{SimHandle, SimOptions};
+
+use crate::common::{text, wsgate};
+
+const NS: &str = "wsgate-test";
+
+async fn start() -> SimHandle {
+    wsgate::install_crypto_provider();
+    let mut opts = SimOptions::with_platform();
+    if let Some(p) = opts.platform.as_mut() {
+        p.project_root = env!("CARGO_MANIFEST_DIR").into();
+    }
+    SimHandle::start(opts).await.expect("simulator starts")
+}
+
+/// Runs `wsgate gate <sub> ...` against the simulator's kubeconfig, off the runtime's threads.
+async fn gate(kubeconfig: &Path, dir: &Path, sub: &str, extra: &[&str]) -> std::process::Output {
+    let mut args: Vec<String> = [
+        "gate",
+        sub,
+        "--target",
+        "cluster",
+        "--kubeconfig",
+        &kubeconfig.display().to_string(),
+        "--namespace",
+        NS,
+        "--state",
+        &dir.join("gate.json").display().to_string(),
+        "--set",
+        &format!("reports.dir={}", dir.join("reports").display()),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    tokio::task::spawn_blocking(move || {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        wsgate(&refs)
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepare_and_verify_in_separate_processes() {
+    let sim = start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    sim.write_kubeconfig(&kubeconfig).unwrap();
+    let client = sim.client().await.unwrap();
+    let workspaces: Api<Workspace> = Api::namespaced(client.clone(), NS);
+    let snapshots: Api<PodSnapshot> = Api::namespaced(client.clone(), NS);
+
+    // 1. The snapshot survives the "upgrade": Restored, exit 0, everything removed after.
+    let o = gate(&kubeconfig, dir.path(), "prepare", &[]).await;
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let state_path = dir.path().join("gate.json");
+    let raw = std::fs::read_to_string(&state_path).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&state_path).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let state = GateState::read(&state_path).unwrap();
+    let token = Api::<Secret>::namespaced(client.clone(), NS)
+        .get("jupyter-token")
+        .await
+        .unwrap()
+        .data
+        .unwrap()["token"]
+        .0
+        .clone();
+    let token = String::from_utf8(token).unwrap();
+    assert!(
+        !raw.contains(&token),
+        "the Jupyter token is in the state file"
+    );
+    assert!(
+        !raw.contains(sim.token()),
+        "the API token is in the state file"
+    );
+    let ws = workspaces.get(&state.workspace).await.unwrap();
+    assert_eq!(ws.status.unwrap().state.to_string(), "Paused");
+    assert_eq!(
+        ws.metadata.labels.unwrap()["wsgate.dev/run-id"],
+        state.run_id
+    );
+    assert!(
+        state.snapshot.is_some(),
+        "prepare recorded the Ready PodSnapshot"
+    );
+
+    let o = gate(&kubeconfig, dir.path(), "verify", &[]).await;
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("gate verdict: PASS: restored"), "{out}");
+    let result: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            dir.path()
+                .join("reports")
+                .join(&state.run_id)
+                .join("gate-verify.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(result["verdict"], "restored");
+    assert_eq!(result["restore"]["kind"], "Restored");
+    assert_eq!(result["attempts"], 1);
+    assert!(
+        workspaces
+            .get_opt(&state.workspace)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), NS);
+    assert!(
+        pvcs.list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+
+    // 2. The "upgrade" invalidates the snapshot: a fresh session with the files recoverable,
+    //    a pass with a warning, or exit 10 when a restore is required.
+    let o = gate(&kubeconfig, dir.path(), "prepare", &[]).await;
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let state = GateState::read(&state_path).unwrap();
+    let snap = state.snapshot.clone().unwrap();
+    snapshots
+        .delete(&snap.name, &DeleteParams::default())
+        .await
+        .unwrap();
+    let o = gate(&kubeconfig, dir.path(), "verify", &["--require-restore"]).await;
+    let out = text(&o);
+    assert_eq!(
+        o.status.code(),
+        Some(wsgate::exit_code::FRESH_SESSION),
+        "{out}"
+    );
+    assert!(out.contains("PASS WITH WARNING"), "{out}");
+    assert!(out.contains("guidance for users"), "{out}");
+    assert!(out.contains("is gone or not Ready"), "{out}");
+    assert!(
+        workspaces
+            .get_opt(&state.workspace)
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // 3. Verify again from the same (now spent) state: the workspace is gone, say so.
+    let o = gate(&kubeconfig, dir.path(), "verify", &[]).await;
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(wsgate::exit_code::TARGET), "{out}");
+    assert!(out.contains("from the state file is gone"), "{out}");
+}
+
+#[tokio::test]
+async fn bad_state_files_and_the_embedded_target_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("missing.json");
+    let o = wsgate(&["gate", "verify", "--state", &state.display().to_string()]);
+    assert_eq!(
+        o.status.code(),
+        Some(wsgate::exit_code::USAGE),
+        "{}",
+        text(&o)
+    );
+    assert!(text(&o).contains("run `wsgate gate prepare --state FILE`"));
+
+    std::fs::write(&state, r#"{"schema": "something/else"}"#).unwrap();
+    let o = wsgate(&["gate", "verify", "--state", &state.display().to_string()]);
+    assert_eq!(
+        o.status.code(),
+        Some(wsgate::exit_code::USAGE),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        text(&o).contains("is not a wsgate gate state"),
+        "{}",
+        text(&o)
+    );
+
+    let o = wsgate(&["gate", "prepare", "--state", &state.display().to_string()]);
+    assert_eq!(
+        o.status.code(),
+        Some(wsgate::exit_code::USAGE),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        text(&o).contains("the embedded simulator would not outlive the first"),
+        "{}",
+        text(&o)
+    );
+}
