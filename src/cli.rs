@@ -39,7 +39,7 @@ pub enum Command {
     /// Release gate across an upgrade: prepare before it, verify after it
     Gate(crate::commands::gate::GateArgs),
     /// Capacity-contention drill: N paused workspaces resume on M < N GPUs
-    Drill(NotBuiltArgs),
+    Drill(crate::commands::drill::DrillArgs),
     /// Workspaces in plain words: ready, paused, waiting for a GPU, restoring, error
     Status(StatusArgs),
     /// Check a target's prerequisites (CRDs, add-on, GPU pool, RBAC) and print fixes

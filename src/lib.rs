@@ -19,6 +19,7 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod cost;
+pub mod drill;
 pub mod exit_code;
 pub mod gate;
 pub mod platform;

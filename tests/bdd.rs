@@ -29,6 +29,8 @@ const CASES: &[Case] = &[
             ("GPU squeeze", "passed", ""),
             ("comes back restored", "passed", ""),
             ("invalidates the snapshot", "passed", ""),
+            ("3 paused workspaces", "passed", ""),
+            ("4 paused workspaces", "passed", ""),
         ],
     },
     Case {
@@ -58,6 +60,8 @@ const CASES: &[Case] = &[
                 "gate verdict SnapshotInvalidated, expected Restored",
             ),
             ("invalidates the snapshot", "passed", ""),
+            ("3 paused workspaces", "failed", "not restored"),
+            ("4 paused workspaces", "failed", "FreshSession (platform)"),
         ],
     },
     Case {
@@ -79,6 +83,10 @@ const CASES: &[Case] = &[
                 "failed",
                 "gate verdict Failed, expected SnapshotInvalidated",
             ),
+            // The kernel-checked workspace sees the lost files; the others have only the
+            // platform's restore condition, which a file loss does not touch.
+            ("3 paused workspaces", "failed", "FilesLost"),
+            ("4 paused workspaces", "passed", ""),
         ],
     },
 ];

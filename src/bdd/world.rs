@@ -47,6 +47,8 @@ pub struct WsWorld {
     pub gate_state: Option<std::path::PathBuf>,
     /// The release gate's outcome, once verified.
     pub gate_outcome: Option<crate::gate::GateOutcome>,
+    /// The drill's report, once run.
+    pub drill: Option<crate::drill::DrillReport>,
 }
 
 impl std::fmt::Debug for WsWorld {
@@ -79,6 +81,7 @@ impl WsWorld {
             log: Vec::new(),
             gate_state: None,
             gate_outcome: None,
+            drill: None,
         })
     }
 

@@ -1,6 +1,7 @@
 //! What each subcommand does, and the one error type the binary maps to exit codes.
 
 pub mod cost;
+pub mod drill;
 pub mod gate;
 pub mod janitor;
 pub mod report;
@@ -83,7 +84,8 @@ pub async fn dispatch(command: Command) -> Result<i32, CommandError> {
         Command::Status(args) => status::status(args.target).await,
         Command::Janitor(args) => janitor::janitor(args).await,
         Command::Gate(args) => gate::gate(args).await,
-        Command::Drill(_) | Command::Doctor(_) => Err(CommandError::NotBuilt {
+        Command::Drill(args) => drill::drill(args).await,
+        Command::Doctor(_) => Err(CommandError::NotBuilt {
             command: name,
             what: "it is planned (see the README's status table); nothing was done".to_string(),
         }),

@@ -323,12 +323,21 @@ async fn stop_sampler(sampler: GpuSampler) -> Vec<crate::report::GpuSample> {
 
 /// Starts the embedded simulator with the configured profile and runtime.
 async fn start_simulator(cfg: &crate::config::Config) -> Result<SimHandle, CommandError> {
+    start_simulator_with(cfg, |_| {}).await
+}
+
+/// Starts the embedded simulator from the configured profile and runtime, after `edit`.
+pub(crate) async fn start_simulator_with(
+    cfg: &crate::config::Config,
+    edit: impl FnOnce(&mut crate::sim::profile::SimProfile),
+) -> Result<SimHandle, CommandError> {
     let mut profile = crate::sim::profile::SimProfile::load(&cfg.sim.profile)
         .map_err(|e| CommandError::SimProfile(e.to_string()))?;
     profile.runtime.kind = match cfg.sim.runtime {
         crate::config::SimRuntime::Jupyter => crate::sim::profile::RuntimeKind::Jupyter,
         crate::config::SimRuntime::None => crate::sim::profile::RuntimeKind::None,
     };
+    edit(&mut profile);
     let mut opts = SimOptions::with_platform();
     if let Some(p) = opts.platform.as_mut() {
         p.profile = profile;
@@ -345,7 +354,7 @@ pub(crate) fn random_hex(bytes: usize) -> String {
 }
 
 /// `r<UTC yyyymmdd-hhmmss>-<4 hex>`: sortable, and valid as a label value.
-fn new_run_id() -> String {
+pub(crate) fn new_run_id() -> String {
     format!(
         "r{}-{}",
         chrono::Utc::now().format("%Y%m%d-%H%M%S"),

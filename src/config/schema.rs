@@ -93,6 +93,7 @@ pub(crate) static KEYS: &[KeySpec] = &[
     req("budgets", "delete", Kind::Seconds),
     req("budgets", "waiting_state", Kind::Seconds),
     req("budgets", "idle_pause", Kind::Seconds),
+    req("budgets", "drill_resume", Kind::Seconds),
     req("squeeze", "method", Kind::OneOf(SQUEEZE_METHODS)),
     req("run", "keep", Kind::OneOf(KEEP)),
     req("run", "concurrency", Kind::Count { min: 1, max: 256 }),

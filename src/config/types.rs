@@ -104,11 +104,13 @@ pub struct Budgets {
     pub waiting_state: Budget,
     /// Kernel idle -> paused by the platform's activityRules.
     pub idle_pause: Budget,
+    /// Drill: all resumed at once -> the last of them Running.
+    pub drill_resume: Budget,
 }
 
 impl Budgets {
     /// Every budget with its phase name (the key in `[budgets]`), in documented order.
-    pub fn named(&self) -> [(&'static str, Budget); 12] {
+    pub fn named(&self) -> [(&'static str, Budget); 13] {
         [
             ("workspace_running", self.workspace_running),
             ("kernel_reachable", self.kernel_reachable),
@@ -122,6 +124,7 @@ impl Budgets {
             ("delete", self.delete),
             ("waiting_state", self.waiting_state),
             ("idle_pause", self.idle_pause),
+            ("drill_resume", self.drill_resume),
         ]
     }
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 pub use prepare::{PrepareOptions, prepare};
 pub use state::{GateState, SCHEMA, StateError};
-pub use verify::{GateOutcome, GateVerdict, VerifyOptions, verify};
+pub use verify::{GateOutcome, GateVerdict, VerifyOptions, read_token, verify};
 
 use crate::config::Config;
 use crate::platform::wait::WaitError;

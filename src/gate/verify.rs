@@ -293,7 +293,7 @@ async fn decide(
 }
 
 /// The workspace's Jupyter token, from the namespace's Secret (never from the state file).
-async fn read_token(client: &kube::Client, ns: &str) -> Result<Secret, GateError> {
+pub async fn read_token(client: &kube::Client, ns: &str) -> Result<Secret, GateError> {
     let api: Api<KubeSecret> = Api::namespaced(client.clone(), ns);
     let secret = api
         .get_opt(TOKEN_SECRET.0)

@@ -189,17 +189,18 @@ pub async fn probe_schedulable(
     Ok(node)
 }
 
-/// Squeezes GPU capacity in `namespace` with a ResourceQuota of zero GPUs.
+/// Squeezes GPU capacity in `namespace` with a ResourceQuota of `gpus` GPUs (0: none).
 pub async fn squeeze_with_quota(
     client: &kube::Client,
     ledger: &mut Ledger,
     namespace: &str,
     labels: &BTreeMap<String, String>,
+    gpus: u32,
 ) -> Result<(), GpuError> {
     let api: Api<ResourceQuota> = Api::namespaced(client.clone(), namespace);
     let q: ResourceQuota = serde_json::from_value(json!({
         "metadata": {"name": SQUEEZE_QUOTA, "labels": labels},
-        "spec": {"hard": {format!("requests.{GPU}"): "0"}}
+        "spec": {"hard": {format!("requests.{GPU}"): gpus.to_string()}}
     }))
     .expect("a valid quota");
     let i = ledger.record::<ResourceQuota>(Some(namespace), SQUEEZE_QUOTA);

@@ -109,6 +109,10 @@ pub fn tree_resident_bytes(root: Pid) -> u64 {
         .sum()
 }
 
+/// Workspace annotation: `jupyter` runs this workspace's pods as real Jupyter servers even
+/// under the `none` runtime (a drill's kernel-checked sample).
+pub const RUNTIME_ANNOTATION: &str = "sim.wsgate.dev/runtime";
+
 /// The nominal resident memory of a pod with no process (`none` runtime).
 pub const NOMINAL_RESIDENT_BYTES: u64 = 512 << 20;
 
@@ -187,11 +191,13 @@ impl PodProcesses {
     }
 
     /// Begins a cold start of a Jupyter pod in the background; poll with [`Self::poll_start`].
-    pub fn begin_jupyter(self: &Arc<Self>, pod_uid: &str, spec: JupyterSpec) {
+    /// Under the `none` runtime the pod gets no process unless `force_jupyter` (its Workspace
+    /// carries [`RUNTIME_ANNOTATION`] `jupyter`: the sampled workspaces of a large drill).
+    pub fn begin_jupyter(self: &Arc<Self>, pod_uid: &str, spec: JupyterSpec, force_jupyter: bool) {
         if self.is_closed() {
             return;
         }
-        if self.runtime == RuntimeKind::None {
+        if self.runtime == RuntimeKind::None && !force_jupyter {
             let started = self.start_none(pod_uid);
             self.lock()
                 .starting

@@ -5,6 +5,7 @@ mod cleanup;
 mod cli;
 mod common;
 mod config;
+mod drill;
 mod gate;
 mod kubectl;
 mod python_client;

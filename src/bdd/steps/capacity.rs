@@ -17,7 +17,7 @@ async fn squeeze(w: &mut WsWorld) -> StepResult {
     let labels = w.ctx.labels();
     let client = w.ctx.client.clone();
     match w.ctx.config.squeeze.method {
-        SqueezeMethod::Quota => gpu::squeeze_with_quota(&client, &mut w.ledger, &ns, &labels)
+        SqueezeMethod::Quota => gpu::squeeze_with_quota(&client, &mut w.ledger, &ns, &labels, 0)
             .await
             .map_err(|e| e.to_string()),
         other => Err(format!(

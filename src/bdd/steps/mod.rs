@@ -1,6 +1,7 @@
 //! Step definitions: thin glue from Gherkin phrases to `platform`, `session` and `verdict`.
 
 pub mod capacity;
+pub mod drill;
 pub mod gate;
 pub mod kernel;
 pub mod workspace;

@@ -303,7 +303,13 @@ impl Kubelet {
         if !is_workspace_pod(pod) {
             return Ok(Some((ctx.pods.start_none(uid), None)));
         }
-        ctx.pods.begin_jupyter(uid, jupyter_spec(ctx, pod));
+        let sampled = agent::workspace_of(ctx, pod).is_some_and(|w| {
+            w.pointer("/metadata/annotations")
+                .and_then(|a| a.get(crate::sim::pods::RUNTIME_ANNOTATION))
+                .and_then(Value::as_str)
+                == Some("jupyter")
+        });
+        ctx.pods.begin_jupyter(uid, jupyter_spec(ctx, pod), sampled);
         Ok(None)
     }
 

@@ -1,0 +1,176 @@
+//! `wsgate drill --workspaces N --gpus M`: a capacity-contention drill. On the embedded
+//! simulator the pool has exactly M one-GPU nodes and the `none` runtime, with the sampled
+//! workspaces running real Jupyter servers; on a cluster the namespace is held to M GPUs
+//! with a ResourceQuota.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::CommandError;
+use crate::cli::TargetArgs;
+use crate::config::{self, LoadRequest, Override, TargetKind};
+use crate::drill::{self, DrillPlan};
+use crate::platform::ledger::{self, CleanupOutcome, Ledger};
+use crate::platform::target;
+
+#[derive(Debug, Clone, Args)]
+pub struct DrillArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// N: workspaces paused, then resumed at the same moment
+    #[arg(long, value_name = "N", default_value_t = 6)]
+    pub workspaces: usize,
+    /// M: the GPUs they compete for (fewer than N)
+    #[arg(long, value_name = "M", default_value_t = 2)]
+    pub gpus: u32,
+    /// How many workspaces get the full kernel check (marker, model, files)
+    #[arg(long, value_name = "K", default_value_t = 1)]
+    pub sample: usize,
+    /// Profile file layered over the embedded defaults (budgets, workspace options)
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<PathBuf>,
+    /// Override one config key, e.g. --set budgets.drill_resume=3600 (repeatable)
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+}
+
+fn say(line: &str) {
+    println!("drill: {line}");
+}
+
+pub async fn drill(args: DrillArgs) -> Result<i32, CommandError> {
+    if args.gpus == 0 || args.gpus as usize >= args.workspaces {
+        return Err(CommandError::Usage(format!(
+            "a drill needs 0 < M < N: --gpus {} for --workspaces {}",
+            args.gpus, args.workspaces
+        )));
+    }
+    if args.sample > args.workspaces {
+        return Err(CommandError::Usage(format!(
+            "--sample {} is more than --workspaces {}",
+            args.sample, args.workspaces
+        )));
+    }
+    let mut overrides = args.target.overrides();
+    for s in &args.set {
+        overrides.push(Override::from_assignment(s, "--set")?);
+    }
+    let resolved = config::load(&LoadRequest {
+        profile: args.profile.clone(),
+        env: std::env::vars().collect(),
+        overrides,
+    })?;
+    let cfg = resolved.config;
+    let run_id = super::run::new_run_id();
+    let (client, sim, quota, sample_annotations) = match cfg.target.kind {
+        TargetKind::Sim => {
+            let gpus = args.gpus;
+            let sim = super::run::start_simulator_with(&cfg, |p| {
+                p.runtime.kind = crate::sim::profile::RuntimeKind::None;
+                let mut first = true;
+                for pool in p.node_pools.iter_mut().filter(|n| n.gpus_per_node > 0) {
+                    pool.count = if first { gpus } else { 0 };
+                    pool.gpus_per_node = 1;
+                    first = false;
+                }
+            })
+            .await?;
+            say(&format!(
+                "target: the embedded simulator at {} (not a real cluster): {} one-GPU nodes, \
+                 runtime none, the sampled workspaces on real Jupyter servers",
+                sim.url(),
+                args.gpus
+            ));
+            let annotations = [(
+                crate::sim::pods::RUNTIME_ANNOTATION.to_string(),
+                "jupyter".to_string(),
+            )]
+            .into();
+            (sim.client().await?, Some(sim), false, annotations)
+        }
+        TargetKind::Cluster => {
+            let kc = target::cluster_config(&cfg.target).await?;
+            say(&format!("target: cluster at {}", kc.cluster_url));
+            (target::connect(kc).await?, None, true, Default::default())
+        }
+    };
+    target::check_opt_in(&client, &cfg.target.namespace).await?;
+    let expires = chrono::Utc::now() + chrono::Duration::hours(i64::from(cfg.run.expiry_hours));
+    let plan = DrillPlan {
+        workspaces: args.workspaces,
+        gpus: args.gpus,
+        sample: args.sample,
+        quota,
+        sample_annotations,
+        run_id: run_id.clone(),
+        labels: ledger::labels(&run_id, expires),
+        token: crate::session::Secret::new(super::run::random_hex(24)),
+    };
+    say(&format!("run id {run_id}"));
+    let mut ledger = Ledger::default();
+    let outcome = tokio::select! {
+        r = drill::run(&client, &cfg, &plan, &mut ledger, &say) => Some(r),
+        signal = super::interrupted() => {
+            eprintln!("{}: interrupted; removing what drill {run_id} created", signal?);
+            None
+        }
+    };
+    // Everything the drill created carries its run id: sweep by label, which also finds
+    // what an interrupted drill had not recorded yet.
+    let selection = crate::platform::janitor::Selection::Run(run_id.clone());
+    let entries = crate::platform::janitor::find_all(&client, &cfg.target.namespace, &selection)
+        .await
+        .unwrap_or_default();
+    let budget = cfg.budgets.delete.duration();
+    let mut results = crate::platform::janitor::sweep(&client, &entries, budget).await;
+    results.extend(ledger.cleanup(&client, budget, false).await);
+    let leaks: Vec<_> = results
+        .iter()
+        .filter(|r| matches!(r.outcome, CleanupOutcome::Leaked(_)))
+        .collect();
+    for l in &leaks {
+        eprintln!("leak: {} {:?}", l.object, l.outcome);
+    }
+    if let Some(sim) = sim {
+        sim.shutdown().await;
+    }
+    let Some(outcome) = outcome else {
+        return Ok(crate::exit_code::INTERRUPTED);
+    };
+    let report = outcome.map_err(|e| CommandError::Usage(e.to_string()));
+    let report = match report {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: the drill could not run to its end: {e}");
+            return Ok(crate::exit_code::FAILED);
+        }
+    };
+    println!();
+    print!("{}", report.table());
+    let dir = cfg.reports.dir.join(&run_id);
+    let path = dir.join("drill.json");
+    let written = std::fs::create_dir_all(&dir).and_then(|()| {
+        let text = serde_json::to_string_pretty(&report).map_err(std::io::Error::other)?;
+        std::fs::write(&path, text)
+    });
+    match written {
+        Ok(()) => say(&format!("report written to {}", path.display())),
+        Err(e) => eprintln!("warning: cannot write {}: {e}", path.display()),
+    }
+    let problems = report.problems();
+    if !problems.is_empty() {
+        for p in &problems {
+            eprintln!("problem: {p}");
+        }
+        return Ok(crate::exit_code::FAILED);
+    }
+    say(&format!(
+        "all {} workspaces restored; at most one restore attempt each",
+        report.workspaces
+    ));
+    if !leaks.is_empty() {
+        return Ok(crate::exit_code::CLEANUP_LEAK);
+    }
+    Ok(crate::exit_code::SUCCESS)
+}
