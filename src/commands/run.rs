@@ -115,7 +115,14 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
         TargetKind::Sim => {
             let sim = start_simulator(&cfg).await?;
             let url = sim.url();
-            println!("target: the embedded simulator at {url} (not a real cluster)");
+            println!(
+                "target: the embedded simulator at {url} (not a real cluster){}",
+                if cfg.sim.enforce_rbac {
+                    "; it enforces the RBAC of deploy/base"
+                } else {
+                    ""
+                }
+            );
             (sim.client().await?, Some(sim), url)
         }
         TargetKind::Cluster => {
@@ -337,6 +344,9 @@ pub(crate) async fn start_simulator_with(
         crate::config::SimRuntime::Jupyter => crate::sim::profile::RuntimeKind::Jupyter,
         crate::config::SimRuntime::None => crate::sim::profile::RuntimeKind::None,
     };
+    if cfg.sim.enforce_rbac {
+        profile.rbac.enforce = crate::sim::profile::RbacEnforce::Deploy;
+    }
     edit(&mut profile);
     let mut opts = SimOptions::with_platform();
     if let Some(p) = opts.platform.as_mut() {

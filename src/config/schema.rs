@@ -75,6 +75,7 @@ pub(crate) static KEYS: &[KeySpec] = &[
     req("target", "insecure_skip_tls_verify", Kind::Bool),
     req("sim", "profile", Kind::Path),
     req("sim", "runtime", Kind::OneOf(SIM_RUNTIMES)),
+    req("sim", "enforce_rbac", Kind::Bool),
     req("workspace", "kind", Kind::Text),
     req("workspace", "image_config", Kind::Text),
     req("workspace", "pod_config", Kind::Text),

@@ -56,6 +56,8 @@ pub struct SimConfig {
     pub profile: PathBuf,
     /// What runs inside a simulated workspace pod.
     pub runtime: SimRuntime,
+    /// Whether the simulator refuses what deploy/base's RBAC does not allow.
+    pub enforce_rbac: bool,
 }
 
 /// `[workspace]`: the Workspace under test.

@@ -5,6 +5,7 @@ pub mod crd;
 pub mod gpu;
 pub mod janitor;
 pub mod ledger;
+pub mod rbac;
 pub mod snapshots;
 pub mod status;
 pub mod target;

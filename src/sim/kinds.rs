@@ -1,5 +1,7 @@
 //! The kinds the simulator serves: group, version, plural, scope and subresources.
-//! Discovery, routing, validation and the Table printer all read this one registry.
+//! Discovery, routing, validation and the Table printer all read this one registry. Jobs,
+//! CronJobs and the RBAC kinds are stored only (no controllers), so that `kubectl apply` of
+//! `deploy/` works; SelfSubjectAccessReview is answered, never stored (`api::authz`).
 
 /// One served kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -16,7 +18,24 @@ pub struct KindInfo {
     pub status: bool,
     /// Whether the kind is a custom resource (strategic merge patch is refused for those).
     pub custom: bool,
+    /// The verbs served and advertised in discovery.
+    pub verbs: &'static [&'static str],
 }
+
+/// The verbs of a kind whose objects are stored.
+pub const STORED_VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+/// The verbs of a review kind: answered on create, never stored.
+pub const REVIEW_VERBS: &[&str] = &["create"];
 
 impl KindInfo {
     /// `apiVersion` as objects carry it: `v1` or `group/version`.
@@ -43,16 +62,13 @@ impl KindInfo {
 
     /// The verbs advertised in discovery.
     pub fn verbs(&self) -> &'static [&'static str] {
-        &[
-            "create",
-            "delete",
-            "deletecollection",
-            "get",
-            "list",
-            "patch",
-            "update",
-            "watch",
-        ]
+        self.verbs
+    }
+
+    /// Whether objects of this kind are stored (false for review kinds such as
+    /// SelfSubjectAccessReview, which are only answered).
+    pub fn stored(&self) -> bool {
+        self.verbs.contains(&"get")
     }
 }
 
@@ -74,6 +90,27 @@ const fn core(
         namespaced,
         status,
         custom: false,
+        verbs: STORED_VERBS,
+    }
+}
+
+const fn rbac(
+    kind: &'static str,
+    plural: &'static str,
+    singular: &'static str,
+    namespaced: bool,
+) -> KindInfo {
+    KindInfo {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        kind,
+        plural,
+        singular,
+        short_names: &[],
+        namespaced,
+        status: false,
+        custom: false,
+        verbs: STORED_VERBS,
     }
 }
 
@@ -120,6 +157,52 @@ pub const KINDS: &[KindInfo] = &[
         namespaced: true,
         status: true,
         custom: false,
+        verbs: STORED_VERBS,
+    },
+    KindInfo {
+        group: "batch",
+        version: "v1",
+        kind: "Job",
+        plural: "jobs",
+        singular: "job",
+        short_names: &[],
+        namespaced: true,
+        status: true,
+        custom: false,
+        verbs: STORED_VERBS,
+    },
+    KindInfo {
+        group: "batch",
+        version: "v1",
+        kind: "CronJob",
+        plural: "cronjobs",
+        singular: "cronjob",
+        short_names: &["cj"],
+        namespaced: true,
+        status: true,
+        custom: false,
+        verbs: STORED_VERBS,
+    },
+    rbac("Role", "roles", "role", true),
+    rbac("ClusterRole", "clusterroles", "clusterrole", false),
+    rbac("RoleBinding", "rolebindings", "rolebinding", true),
+    rbac(
+        "ClusterRoleBinding",
+        "clusterrolebindings",
+        "clusterrolebinding",
+        false,
+    ),
+    KindInfo {
+        group: "authorization.k8s.io",
+        version: "v1",
+        kind: "SelfSubjectAccessReview",
+        plural: "selfsubjectaccessreviews",
+        singular: "selfsubjectaccessreview",
+        short_names: &[],
+        namespaced: false,
+        status: false,
+        custom: false,
+        verbs: REVIEW_VERBS,
     },
     KindInfo {
         group: "kubeflow.org",
@@ -131,6 +214,7 @@ pub const KINDS: &[KindInfo] = &[
         namespaced: true,
         status: true,
         custom: true,
+        verbs: STORED_VERBS,
     },
     KindInfo {
         group: "kubeflow.org",
@@ -142,6 +226,7 @@ pub const KINDS: &[KindInfo] = &[
         namespaced: false,
         status: true,
         custom: true,
+        verbs: STORED_VERBS,
     },
     KindInfo {
         group: "podsnapshot.gke.io",
@@ -153,6 +238,7 @@ pub const KINDS: &[KindInfo] = &[
         namespaced: false,
         status: true,
         custom: true,
+        verbs: STORED_VERBS,
     },
     KindInfo {
         group: "podsnapshot.gke.io",
@@ -164,6 +250,7 @@ pub const KINDS: &[KindInfo] = &[
         namespaced: true,
         status: true,
         custom: true,
+        verbs: STORED_VERBS,
     },
     KindInfo {
         group: "podsnapshot.gke.io",
@@ -175,6 +262,7 @@ pub const KINDS: &[KindInfo] = &[
         namespaced: true,
         status: true,
         custom: true,
+        verbs: STORED_VERBS,
     },
     KindInfo {
         group: "podsnapshot.gke.io",
@@ -186,6 +274,7 @@ pub const KINDS: &[KindInfo] = &[
         namespaced: true,
         status: true,
         custom: true,
+        verbs: STORED_VERBS,
     },
 ];
 

@@ -1,5 +1,6 @@
 //! The simulated cluster's shape and timings, read from a simulator profile
-//! (`fixtures/sim/*.toml`): node pools with accelerators, timings, storage, runtime, faults.
+//! (`fixtures/sim/*.toml`): node pools with accelerators, timings, storage, runtime, faults,
+//! and whether the API server enforces wsgate's deployed RBAC.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -24,6 +25,8 @@ pub struct SimProfile {
     pub runtime: Runtime,
     #[serde(default)]
     pub faults: Faults,
+    #[serde(default)]
+    pub rbac: Rbac,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -139,6 +142,25 @@ pub struct Faults {
     pub api_error_rate: f64,
 }
 
+/// Which RBAC rules the API server enforces on resource requests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RbacEnforce {
+    /// Every authenticated request is allowed.
+    #[default]
+    Off,
+    /// Only what `deploy/base/role.yaml` and `clusterrole.yaml` allow the ServiceAccount
+    /// wsgate ([`crate::platform::rbac`]); everything else gets the real 403.
+    Deploy,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rbac {
+    #[serde(default)]
+    pub enforce: RbacEnforce,
+}
+
 /// A profile that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
@@ -200,6 +222,14 @@ impl SimProfile {
     pub fn has_fault(&self, fault: Fault) -> bool {
         self.faults.enabled.contains(&fault)
     }
+
+    /// The rules the API server enforces (`None`: enforcement off).
+    pub fn enforced_rbac(&self) -> Option<&'static crate::platform::rbac::DeployRbac> {
+        match self.rbac.enforce {
+            RbacEnforce::Off => None,
+            RbacEnforce::Deploy => Some(crate::platform::rbac::DeployRbac::embedded()),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -227,6 +257,19 @@ mod tests {
                 .contains("bogus")
         );
         let bad = DEFAULT_PROFILE.replace("api_error_rate = 0.0", "api_error_rate = 2.0");
+        assert!(SimProfile::parse("x", &bad).is_err());
+    }
+
+    #[test]
+    fn rbac_enforcement_is_off_by_default_and_deploy_turns_it_on() {
+        assert_eq!(SimProfile::default_profile().rbac.enforce, RbacEnforce::Off);
+        let on = DEFAULT_PROFILE.replace("enforce = \"off\"", "enforce = \"deploy\"");
+        let p = SimProfile::parse("x", &on).unwrap();
+        assert_eq!(
+            p.enforced_rbac().unwrap().user(),
+            "system:serviceaccount:wsgate-test:wsgate"
+        );
+        let bad = DEFAULT_PROFILE.replace("enforce = \"off\"", "enforce = \"all\"");
         assert!(SimProfile::parse("x", &bad).is_err());
     }
 

@@ -122,6 +122,7 @@ pub struct SimHandle {
     shutdown: Arc<tokio::sync::watch::Sender<bool>>,
     failure: Arc<tokio::sync::watch::Sender<Option<String>>>,
     truth: Arc<Truth>,
+    audit: Arc<api::authz::Audit>,
     ctx: Option<Ctx>,
     _state_dir: Option<tempfile::TempDir>,
 }
@@ -187,6 +188,7 @@ impl SimHandle {
         let shutdown = Arc::new(shutdown);
         let failure = Arc::new(tokio::sync::watch::channel(None::<String>).0);
         let truth = Arc::new(Truth::default());
+        let audit = Arc::new(api::authz::Audit::default());
         let mut temp_dir = None;
         let ctx = match &opts.platform {
             None => None,
@@ -239,6 +241,11 @@ impl SimHandle {
                 .as_ref()
                 .map(|p| api::ApiFaults::from_profile(&p.profile))
                 .unwrap_or_default(),
+            audit: audit.clone(),
+            rbac: opts
+                .platform
+                .as_ref()
+                .and_then(|p| p.profile.enforced_rbac()),
         };
         let app = api::router(state);
         let server = axum_server::Handle::new();
@@ -276,6 +283,7 @@ impl SimHandle {
             shutdown,
             failure,
             truth,
+            audit,
             ctx,
             _state_dir: temp_dir,
         })
@@ -298,6 +306,12 @@ impl SimHandle {
     /// The ground truth recorded so far.
     pub fn truth(&self) -> &Arc<Truth> {
         &self.truth
+    }
+
+    /// Every distinct client request so far in RBAC terms (verb, group, resource,
+    /// namespaced, allowed), sorted; also served at `GET /sim/v1/audit`.
+    pub fn audit(&self) -> Vec<api::authz::AuditEntry> {
+        self.audit.entries()
     }
 
     /// The platform's shared controller context (`None` for an API-only simulator).

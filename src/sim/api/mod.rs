@@ -1,6 +1,8 @@
-//! The simulated API server's HTTP surface (axum): authentication, discovery, OpenAPI,
-//! and the resource routes, all answering errors as `metav1.Status`.
+//! The simulated API server's HTTP surface (axum): authentication, authorization (audit and
+//! optional RBAC), discovery, OpenAPI, and the resource routes, all answering errors as
+//! `metav1.Status`.
 
+pub mod authz;
 pub mod discovery;
 pub mod openapi;
 pub mod patch;
@@ -41,6 +43,10 @@ pub struct State {
     pub bucket: Option<Arc<crate::sim::bucket::Bucket>>,
     /// API-level faults (`api-errors`, `watch-drops`).
     pub faults: ApiFaults,
+    /// Every resource request, in RBAC terms.
+    pub audit: Arc<authz::Audit>,
+    /// The rules enforced on resource requests (`None`: everything is allowed).
+    pub rbac: Option<&'static crate::platform::rbac::DeployRbac>,
 }
 
 /// The API server's own faults.
@@ -104,9 +110,14 @@ pub fn router(state: State) -> Router {
         )
         .route("/openapi/v3/{*path}", get(openapi_group_version))
         .route("/sim/v1/truth", get(truth))
+        .route("/sim/v1/audit", get(audit))
         .route("/storage/v1/b/{bucket}/o", get(bucket_objects))
         .fallback(resources)
         .layer(middleware::from_fn_with_state(state.clone(), inject_errors))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            authz::authorize,
+        ))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .with_state(state)
 }
@@ -132,6 +143,13 @@ async fn authenticate(AxState(state): AxState<State>, req: Request, next: Next) 
 async fn truth(AxState(state): AxState<State>) -> Response {
     let events = serde_json::to_value(state.truth.events()).unwrap_or_default();
     json_response(StatusCode::OK, &serde_json::json!({"events": events}))
+}
+
+/// Simulator-only: every distinct client request so far in RBAC terms (verb, group,
+/// resource, namespaced, allowed), sorted.
+async fn audit(AxState(state): AxState<State>) -> Response {
+    let entries = serde_json::to_value(state.audit.entries()).unwrap_or_default();
+    json_response(StatusCode::OK, &serde_json::json!({"entries": entries}))
 }
 
 /// Simulator-only: the snapshot bucket's objects, as the GCS JSON API lists them
@@ -240,6 +258,9 @@ async fn resources(
                 })
         }
         Ok(path::Target::GroupVersion { .. }) => Err(ApiError::method_not_allowed()),
+        Ok(path::Target::Resource(p)) if !p.kind.stored() => {
+            authz::review(&state, method, &p, &body)
+        }
         Ok(path::Target::Resource(p)) => {
             resource::handle(&state, method, p, uri.query(), &headers, body).await
         }

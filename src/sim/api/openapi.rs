@@ -58,7 +58,7 @@ fn document(group: &str, version: &str) -> Value {
     let mut paths = Map::new();
     for k in KINDS
         .iter()
-        .filter(|k| k.group == group && k.version == version)
+        .filter(|k| k.group == group && k.version == version && k.verbs().contains(&"patch"))
     {
         paths.insert(item_path(k), json!({"patch": patch_operation(k)}));
     }
