@@ -33,6 +33,9 @@ pub struct DrillArgs {
     /// Override one config key, e.g. --set budgets.drill_resume=3600 (repeatable)
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
+    /// Where the drill writes its report (reports/<run-id>/drill.json)
+    #[arg(long, value_name = "DIR")]
+    pub reports: Option<PathBuf>,
 }
 
 fn say(line: &str) {
@@ -53,6 +56,13 @@ pub async fn drill(args: DrillArgs) -> Result<i32, CommandError> {
         )));
     }
     let mut overrides = args.target.overrides();
+    if let Some(r) = &args.reports {
+        overrides.push(Override::new(
+            "reports.dir",
+            r.display().to_string(),
+            "--reports",
+        ));
+    }
     for s in &args.set {
         overrides.push(Override::from_assignment(s, "--set")?);
     }

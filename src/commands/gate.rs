@@ -38,9 +38,12 @@ pub struct CommonArgs {
     /// Profile file layered over the embedded defaults (budgets, workspace options)
     #[arg(long, value_name = "FILE")]
     pub profile: Option<PathBuf>,
-    /// Override one config key, e.g. --set budgets.resume_to_running=10m (repeatable)
+    /// Override one config key, e.g. --set budgets.resume_to_running=600 (repeatable)
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
+    /// Where verify writes its result (reports/<gate-run-id>/gate-verify.json)
+    #[arg(long, value_name = "DIR")]
+    pub reports: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -68,6 +71,13 @@ pub struct VerifyArgs {
 /// not outlive prepare's process).
 async fn connect(common: &CommonArgs) -> Result<(Config, kube::Client, String), CommandError> {
     let mut overrides = common.target.overrides();
+    if let Some(r) = &common.reports {
+        overrides.push(Override::new(
+            "reports.dir",
+            r.display().to_string(),
+            "--reports",
+        ));
+    }
     for s in &common.set {
         overrides.push(Override::from_assignment(s, "--set")?);
     }

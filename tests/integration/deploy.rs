@@ -437,3 +437,32 @@ async fn server_dry_run_of_base_and_overlays_succeeds_and_persists_nothing() {
     }
     sim.shutdown().await;
 }
+
+/// Every container in deploy/ that runs wsgate passes arguments its CLI accepts.
+#[test]
+fn every_workload_runs_wsgate_with_arguments_its_cli_accepts() {
+    use clap::Parser;
+    let mut files = Vec::new();
+    yaml_files(&deploy_dir(), &mut files);
+    let mut checked = 0;
+    for f in files {
+        for doc in documents(&std::fs::read_to_string(&f).unwrap()) {
+            let spec = match doc["kind"].as_str() {
+                Some("Job" | "CronJob") => pod_spec_of(&doc),
+                _ => continue,
+            };
+            for c in spec.containers {
+                let mut argv = vec!["wsgate".to_string()];
+                argv.extend(c.args.unwrap_or_default());
+                if let Err(e) = wsgate::cli::Cli::try_parse_from(&argv) {
+                    panic!("{}: container {} runs {argv:?}: {e}", f.display(), c.name);
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(
+        checked >= 4,
+        "only {checked} wsgate containers found under deploy/"
+    );
+}
