@@ -25,7 +25,7 @@ pub struct Cli {
 
 /// Appended to `--help`: the exit code table.
 pub const EXIT_CODES_HELP: &str = "Exit codes: 0 passed; 1 failed; 2 usage or config error; 3 target unreachable or \
-prerequisite missing; 4 cleanup leak; 5 not built yet; 10 FreshSession; 11 FilesLost; 12 Inconclusive; \
+prerequisite missing; 4 cleanup leak; 10 FreshSession; 11 FilesLost; 12 Inconclusive; \
 13 budget exhausted; 70 internal error; 130 interrupted.";
 
 #[derive(Debug, Subcommand)]
@@ -43,7 +43,7 @@ pub enum Command {
     /// Workspaces in plain words: ready, paused, waiting for a GPU, restoring, error
     Status(StatusArgs),
     /// Check a target's prerequisites (CRDs, add-on, GPU pool, RBAC) and print fixes
-    Doctor(NotBuiltArgs),
+    Doctor(crate::commands::doctor::DoctorArgs),
     /// Remove objects that earlier wsgate runs left behind (expired or by run id)
     Janitor(crate::commands::janitor::JanitorArgs),
     /// GPU-hour accounting and idle-threshold break-even from JSON reports
@@ -192,17 +192,6 @@ pub struct ProbeArgs {
 pub struct StatusArgs {
     #[command(flatten)]
     pub target: TargetArgs,
-}
-
-/// Arguments of a subcommand that is not built yet: accepted so that `--help` works and the
-/// command can say so plainly.
-#[derive(Debug, Clone, Args)]
-pub struct NotBuiltArgs {
-    #[command(flatten)]
-    pub target: TargetArgs,
-    /// Arguments for the command (not built yet)
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
-    pub rest: Vec<String>,
 }
 
 #[cfg(test)]

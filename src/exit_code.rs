@@ -7,7 +7,7 @@
 //! | 2    | `USAGE`               | bad flags, bad config, malformed feature file, unknown step         |
 //! | 3    | `TARGET`              | target unreachable, refused credentials, or a prerequisite missing  |
 //! | 4    | `CLEANUP_LEAK`        | the run passed but left objects behind in the cluster               |
-//! | 5    | `NOT_BUILT`           | the subcommand is not built yet                                     |
+//! | 5    | `NOT_BUILT`           | reserved for a subcommand not built yet (every one is built now)    |
 //! | 10   | `FRESH_SESSION`       | verdict FreshSession: files there, process state gone              |
 //! | 11   | `FILES_LOST`          | verdict FilesLost                                                   |
 //! | 12   | `INCONCLUSIVE`        | verdict Inconclusive (evidence missing or contradictory)            |
@@ -25,7 +25,7 @@ pub const USAGE: i32 = 2;
 pub const TARGET: i32 = 3;
 /// The run passed but left objects behind.
 pub const CLEANUP_LEAK: i32 = 4;
-/// The subcommand is not built yet.
+/// Reserved for a subcommand not built yet (every one is built now).
 pub const NOT_BUILT: i32 = 5;
 /// Verdict FreshSession.
 pub const FRESH_SESSION: i32 = 10;
@@ -53,7 +53,10 @@ pub const TABLE: &[(i32, &str)] = &[
         "target unreachable, credentials refused, or a prerequisite missing",
     ),
     (CLEANUP_LEAK, "the run passed but left objects behind"),
-    (NOT_BUILT, "the subcommand is not built yet"),
+    (
+        NOT_BUILT,
+        "reserved for a subcommand not built yet (every one is built now)",
+    ),
     (
         FRESH_SESSION,
         "verdict FreshSession: files there, process state gone",

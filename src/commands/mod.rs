@@ -1,6 +1,7 @@
 //! What each subcommand does, and the one error type the binary maps to exit codes.
 
 pub mod cost;
+pub mod doctor;
 pub mod drill;
 pub mod gate;
 pub mod janitor;
@@ -32,8 +33,6 @@ pub enum CommandError {
     SimProfile(String),
     #[error("{0}")]
     Usage(String),
-    #[error("`wsgate {command}` is not built yet: {what}")]
-    NotBuilt { command: &'static str, what: String },
     #[error("the simulator's Jupyter runtime is not available")]
     Runtime(#[from] crate::sim::runtime::venv::VenvError),
     #[error(transparent)]
@@ -67,14 +66,12 @@ impl CommandError {
             CommandError::Probe(e) => e.exit_code(),
             CommandError::Gate(e) => e.exit_code(),
             CommandError::GateState(_) => exit_code::USAGE,
-            CommandError::NotBuilt { .. } => exit_code::NOT_BUILT,
         }
     }
 }
 
 /// Runs one subcommand and returns its exit code, or the error that ended it.
 pub async fn dispatch(command: Command) -> Result<i32, CommandError> {
-    let name = command.name();
     match command {
         Command::Run(args) => run::run(args).await,
         Command::Sim(args) => sim::sim(args).await,
@@ -85,10 +82,7 @@ pub async fn dispatch(command: Command) -> Result<i32, CommandError> {
         Command::Janitor(args) => janitor::janitor(args).await,
         Command::Gate(args) => gate::gate(args).await,
         Command::Drill(args) => drill::drill(args).await,
-        Command::Doctor(_) => Err(CommandError::NotBuilt {
-            command: name,
-            what: "it is planned (see the README's status table); nothing was done".to_string(),
-        }),
+        Command::Doctor(args) => doctor::doctor(args).await,
     }
 }
 

@@ -2,6 +2,7 @@
 //! workspace lifecycle, pods, events, snapshots, GPU capacity and the cleanup ledger.
 
 pub mod crd;
+pub mod doctor;
 pub mod gpu;
 pub mod janitor;
 pub mod ledger;

@@ -150,6 +150,18 @@ pub const KINDS: &[KindInfo] = &[
     KindInfo {
         group: "apps",
         version: "v1",
+        kind: "Deployment",
+        plural: "deployments",
+        singular: "deployment",
+        short_names: &["deploy"],
+        namespaced: true,
+        status: true,
+        custom: false,
+        verbs: STORED_VERBS,
+    },
+    KindInfo {
+        group: "apps",
+        version: "v1",
         kind: "StatefulSet",
         plural: "statefulsets",
         singular: "statefulset",

@@ -119,6 +119,9 @@ fn workspace_kind(name: &str, snapshots: bool) -> Value {
 }
 
 /// Creates the nodes, WorkspaceKinds and storage config in a fresh store.
+/// Where GKE Workspaces runs its snapshot add-on.
+pub const ADDON_NAMESPACE: &str = "kubeflow-workspaces";
+
 pub fn seed(store: &Store, profile: &SimProfile) {
     let put = |k: &str, ns: Option<&str>, obj: Value| {
         let kind = kind(k);
@@ -150,6 +153,25 @@ pub fn seed(store: &Store, profile: &SimProfile) {
         workspace_kind("jupyterlab-resumable", true),
     );
     put("WorkspaceKind", None, workspace_kind("jupyterlab", false));
+    // The GKE Workspaces snapshot add-on's Deployment (stored only: the simulator's add-on
+    // controller is what acts), so `wsgate doctor` finds it where GKE puts it.
+    put(
+        "Namespace",
+        None,
+        json!({"metadata": {"name": ADDON_NAMESPACE,
+            "labels": {"kubernetes.io/metadata.name": ADDON_NAMESPACE}}}),
+    );
+    put(
+        "Deployment",
+        Some(ADDON_NAMESPACE),
+        json!({
+            "metadata": {"name": "gke-workspace-snapshot-addon", "labels": {"app": "gke-workspace-snapshot-addon"}},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "gke-workspace-snapshot-addon"}},
+                "template": {"metadata": {"labels": {"app": "gke-workspace-snapshot-addon"}},
+                    "spec": {"containers": [{"name": "addon", "image": "gke-workspace-snapshot-addon"}]}}},
+            "status": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1, "updatedReplicas": 1, "observedGeneration": 1},
+        }),
+    );
     put(
         "PodSnapshotStorageConfig",
         None,

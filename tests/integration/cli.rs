@@ -36,18 +36,6 @@ fn help_lists_every_subcommand_in_one_line() {
 }
 
 #[test]
-fn commands_not_built_say_so_with_their_code() {
-    let o = wsgate(&["doctor"]);
-    assert_eq!(
-        o.status.code(),
-        Some(wsgate::exit_code::NOT_BUILT),
-        "{}",
-        text(&o)
-    );
-    assert!(text(&o).contains("not built yet"));
-}
-
-#[test]
 fn dry_run_prints_the_plan_and_provenance() {
     let o = wsgate(&[
         "run",
@@ -309,4 +297,47 @@ async fn sim_serves_its_kubeconfig_and_stops_cleanly_on_sigterm() {
         .unwrap()
         .unwrap();
     assert!(status.success(), "{status}");
+}
+
+#[test]
+fn doctor_checks_the_embedded_simulator_and_passes() {
+    let o = wsgate(&["doctor"]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    for check in [
+        "Workspace CRDs",
+        "Pod Snapshot CRDs",
+        "snapshot add-on",
+        "snapshot storage",
+        "WorkspaceKind jupyterlab-resumable",
+        "GPU node pool",
+        "namespace wsgate-test",
+        "RBAC of the current identity",
+    ] {
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with(check) && l.contains(" ok ")),
+            "{check} not ok:\n{out}"
+        );
+    }
+}
+
+#[test]
+fn doctor_names_what_is_missing_and_how_to_fix_it() {
+    let o = wsgate(&[
+        "doctor",
+        "--set",
+        "workspace.pod_config=gpu_a100",
+        "--set",
+        "workspace.kind=jupyterlab",
+    ]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(wsgate::exit_code::TARGET), "{out}");
+    assert!(out.contains("WorkspaceKind jupyterlab"), "{out}");
+    assert!(out.contains("pause will not snapshot"), "{out}");
+    assert!(
+        out.contains("podConfig \"gpu_a100\" is not offered"),
+        "{out}"
+    );
+    assert!(out.contains("fix: fix the WorkspaceKind"), "{out}");
 }

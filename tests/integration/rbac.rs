@@ -30,10 +30,7 @@ const BUDGET: Duration = Duration::from_secs(60);
 
 /// Deployed permissions no request in the lifecycle below needs, each because only a command
 /// this test does not exercise uses it. Keep it minimal; every entry says why.
-const NOT_EXERCISED: &[(&str, &str, &str)] = &[
-    // `wsgate doctor` asks the API server what the identity may do (not built yet).
-    ("create", "authorization.k8s.io", "selfsubjectaccessreviews"),
-];
+const NOT_EXERCISED: &[(&str, &str, &str)] = &[];
 
 async fn enforcing() -> SimHandle {
     crate::common::start_platform(|p| p.rbac.enforce = RbacEnforce::Deploy).await
@@ -484,6 +481,22 @@ async fn the_harness_needs_every_deployed_permission_and_is_refused_nothing() {
     let sim = enforcing().await;
     let client = sim.client().await.expect("client");
     lifecycle(&sim, &client).await;
+    // `wsgate doctor`'s checks, as the deployed identity: every one passes.
+    let cfg = wsgate::config::load(&wsgate::config::LoadRequest {
+        profile: None,
+        env: Default::default(),
+        overrides: Vec::new(),
+    })
+    .expect("the embedded defaults load")
+    .config;
+    let checks = wsgate::platform::doctor::checks(&client, &cfg).await;
+    assert!(
+        checks
+            .iter()
+            .all(|c| c.status == wsgate::platform::doctor::Status::Ok),
+        "{}",
+        wsgate::platform::doctor::table(&checks)
+    );
     let audit = sim.audit();
     sim.shutdown().await;
 

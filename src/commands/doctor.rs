@@ -1,0 +1,80 @@
+//! `wsgate doctor`: checks a target's prerequisites and prints a table with fixes. Against
+//! the embedded simulator (the default target) it checks the simulator, as a demonstration.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::CommandError;
+use crate::cli::TargetArgs;
+use crate::config::{self, LoadRequest, Override, TargetKind};
+use crate::platform::doctor::{self, Status};
+use crate::platform::target;
+
+#[derive(Debug, Clone, Args)]
+pub struct DoctorArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Profile file layered over the embedded defaults (the WorkspaceKind and options to check)
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<PathBuf>,
+    /// Override one config key, e.g. --set workspace.kind=NAME (repeatable)
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Print the checks as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn doctor(args: DoctorArgs) -> Result<i32, CommandError> {
+    let mut overrides = args.target.overrides();
+    for s in &args.set {
+        overrides.push(Override::from_assignment(s, "--set")?);
+    }
+    let cfg = config::load(&LoadRequest {
+        profile: args.profile.clone(),
+        env: std::env::vars().collect(),
+        overrides,
+    })?
+    .config;
+    let (client, sim) = match cfg.target.kind {
+        TargetKind::Sim => {
+            let sim = super::run::start_simulator_with(&cfg, |_| {}).await?;
+            eprintln!(
+                "target: the embedded simulator at {} (not a real cluster; name one with --target cluster)",
+                sim.url()
+            );
+            (sim.client().await?, Some(sim))
+        }
+        TargetKind::Cluster => {
+            let kc = target::cluster_config(&cfg.target).await?;
+            eprintln!("target: cluster at {}", kc.cluster_url);
+            (target::connect(kc).await?, None)
+        }
+    };
+    let checks = doctor::checks(&client, &cfg).await;
+    if let Some(sim) = sim {
+        sim.shutdown().await;
+    }
+    if args.json {
+        let text = serde_json::to_string_pretty(&checks).map_err(|e| CommandError::Io {
+            what: "write the checks as JSON",
+            source: std::io::Error::other(e),
+        })?;
+        println!("{text}");
+    } else {
+        print!("{}", doctor::table(&checks));
+    }
+    let failed = checks.iter().filter(|c| c.status == Status::Fail).count();
+    let warned = checks.iter().filter(|c| c.status == Status::Warn).count();
+    if failed > 0 {
+        eprintln!(
+            "{failed} check(s) failed, {warned} warning(s): fix them before running wsgate here"
+        );
+        return Ok(crate::exit_code::TARGET);
+    }
+    if warned > 0 {
+        eprintln!("all required checks passed, {warned} warning(s)");
+    }
+    Ok(crate::exit_code::SUCCESS)
+}
