@@ -122,6 +122,7 @@ pub struct SimHandle {
     shutdown: Arc<tokio::sync::watch::Sender<bool>>,
     failure: Arc<tokio::sync::watch::Sender<Option<String>>>,
     truth: Arc<Truth>,
+    counters: Arc<api::FaultCounters>,
     ctx: Option<Ctx>,
     _state_dir: Option<tempfile::TempDir>,
 }
@@ -227,6 +228,7 @@ impl SimHandle {
                 Some(ctx)
             }
         };
+        let counters = Arc::new(api::FaultCounters::default());
         let state = api::State {
             store: store.clone(),
             token: token.clone().into(),
@@ -239,6 +241,7 @@ impl SimHandle {
                 .as_ref()
                 .map(|p| api::ApiFaults::from_profile(&p.profile))
                 .unwrap_or_default(),
+            counters: counters.clone(),
         };
         let app = api::router(state);
         let server = axum_server::Handle::new();
@@ -276,6 +279,7 @@ impl SimHandle {
             shutdown,
             failure,
             truth,
+            counters,
             ctx,
             _state_dir: temp_dir,
         })
@@ -293,6 +297,12 @@ impl SimHandle {
             Ok(m) => m.clone().unwrap_or_default(),
             Err(_) => std::future::pending().await,
         }
+    }
+
+    /// What the API faults (`api-errors`, `watch-drops`) did so far, and how many list and
+    /// watch requests reached the store.
+    pub fn api_fault_counts(&self) -> api::FaultCounts {
+        self.counters.snapshot()
     }
 
     /// The ground truth recorded so far.
@@ -360,15 +370,20 @@ impl SimHandle {
         f.write_all(self.kubeconfig_yaml().as_bytes()).map_err(err)
     }
 
-    /// A kube client for this simulator, built from its kubeconfig as any user's would be.
-    pub async fn client(&self) -> Result<kube::Client, SimError> {
+    /// The kube configuration for this simulator, from its kubeconfig as any user's would be.
+    /// The harness builds its (retrying) client from this with `platform::target::connect`.
+    pub async fn config(&self) -> Result<kube::Config, SimError> {
         let kc = kube::config::Kubeconfig::from_yaml(&self.kubeconfig_yaml())
             .map_err(SimError::Kubeconfig)?;
-        let config =
-            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-                .await
-                .map_err(SimError::Kubeconfig)?;
-        kube::Client::try_from(config).map_err(SimError::Client)
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .map_err(SimError::Kubeconfig)
+    }
+
+    /// A plain kube client for this simulator (kube's defaults, no harness retry policy), for
+    /// tests that look at the simulator itself.
+    pub async fn client(&self) -> Result<kube::Client, SimError> {
+        kube::Client::try_from(self.config().await?).map_err(SimError::Client)
     }
 
     /// Stops the server: open watches end, then connections close.
