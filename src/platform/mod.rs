@@ -3,8 +3,10 @@
 
 pub mod crd;
 pub mod gpu;
+pub mod idempotent;
 pub mod janitor;
 pub mod ledger;
+pub mod retry;
 pub mod snapshots;
 pub mod status;
 pub mod target;
