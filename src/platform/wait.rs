@@ -150,7 +150,11 @@ where
             Ok(None) => return Err(WaitError::Ended { object }),
             Ok(Some(ev)) => ev,
         };
-        if event.is_ok() {
+        // `Init` opens every (re)list, before its request: only data shows the watch works.
+        if event
+            .as_ref()
+            .is_ok_and(|e| !matches!(e, watcher::Event::Init))
+        {
             last_error = None;
         }
         let changed = match event {

@@ -436,3 +436,42 @@ fn the_api_trouble_profile_turns_both_faults_on() {
     assert!(p.has_fault(Fault::ApiErrors) && p.has_fault(Fault::WatchDrops));
     assert_eq!(p.faults.api_error_rate, 0.1);
 }
+
+#[tokio::test]
+async fn a_wait_ends_at_once_on_a_refused_watch_and_names_the_last_transient_error() {
+    // Refused (404: the simulator serves no Deployments): retrying cannot help.
+    let sim = crate::common::start_sim().await;
+    let client = target::connect(sim.config().await.unwrap(), policy(3))
+        .await
+        .unwrap();
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(client, NS);
+    let mut w = WaitFor::new("test:refused", Duration::from_secs(120), "exist");
+    w.progress_every = None;
+    let err = wait::until(&deployments, "d", &w, |_| "absent".into(), |o| o.is_some())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, wait::WaitError::Watch { .. }),
+        "a 404 must not wait out the budget: {err}"
+    );
+
+    // Transient (every request fails): the budget ends the wait and names the last error.
+    let sim = crate::common::start_platform(|p| {
+        p.faults.enabled = vec![Fault::ApiErrors];
+        p.faults.api_error_rate = 1.0;
+    })
+    .await;
+    let client = retry::client(sim.config().await.unwrap(), policy(2)).unwrap();
+    let secrets: Api<Secret> = Api::namespaced(client, NS);
+    let mut w = WaitFor::new("test:failing", Duration::from_secs(2), "exist");
+    w.progress_every = None;
+    let err = wait::until(&secrets, "s", &w, |_| "unknown".into(), |o| o.is_some())
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        matches!(err, wait::WaitError::Budget { .. }) && text.contains("last watch error"),
+        "{text}"
+    );
+    assert!(text.contains("429") || text.contains("500"), "{text}");
+}
