@@ -1,7 +1,9 @@
 //! The verification suite against the embedded simulator, exactly as a user runs it:
 //! `wsgate run` from the project directory. First on a healthy simulator, where every
 //! scenario must pass; then with simulator faults, where the suite must fail the scenarios
-//! the fault breaks, for the right reason, and pass the rest. `harness = false`: this is
+//! the fault breaks, for the right reason, and pass the rest; and with the API server
+//! answering 429/500 to 10% of requests and dropping watches, where every scenario must still
+//! reach its verdict. `harness = false`: this is
 //! the test's main, and it ends with a `N passed, N failed` line.
 
 use std::path::Path;
@@ -14,28 +16,35 @@ use serde_json::Value;
 struct Case {
     name: &'static str,
     fault: Option<&'static str>,
+    /// A whole simulator profile instead of the default one (relative to the project).
+    profile: Option<&'static str>,
     expect: &'static [(&'static str, &'static str, &'static str)],
 }
+
+/// Every scenario passes: the healthy expectation, shared by the API-trouble run.
+const ALL_PASS: &[(&str, &str, &str)] = &[
+    ("resumes with its process", "passed", ""),
+    ("snapshot is deleted", "passed", ""),
+    ("kind without snapshots", "passed", ""),
+    ("snapshots are gone", "passed", ""),
+    ("GPU squeeze", "passed", ""),
+    ("comes back restored", "passed", ""),
+    ("invalidates the snapshot", "passed", ""),
+    ("3 paused workspaces", "passed", ""),
+    ("4 paused workspaces", "passed", ""),
+];
 
 const CASES: &[Case] = &[
     Case {
         name: "healthy simulator",
         fault: None,
-        expect: &[
-            ("resumes with its process", "passed", ""),
-            ("snapshot is deleted", "passed", ""),
-            ("kind without snapshots", "passed", ""),
-            ("snapshots are gone", "passed", ""),
-            ("GPU squeeze", "passed", ""),
-            ("comes back restored", "passed", ""),
-            ("invalidates the snapshot", "passed", ""),
-            ("3 paused workspaces", "passed", ""),
-            ("4 paused workspaces", "passed", ""),
-        ],
+        profile: None,
+        expect: ALL_PASS,
     },
     Case {
         name: "fault silent-cold-start",
         fault: Some("silent-cold-start"),
+        profile: None,
         expect: &[
             (
                 "resumes with its process",
@@ -67,6 +76,7 @@ const CASES: &[Case] = &[
     Case {
         name: "fault lose-home-files",
         fault: Some("lose-home-files"),
+        profile: None,
         expect: &[
             ("resumes with its process", "failed", "expected Restored"),
             ("snapshot is deleted", "failed", "expected FreshSession"),
@@ -89,6 +99,12 @@ const CASES: &[Case] = &[
             ("4 paused workspaces", "passed", ""),
         ],
     },
+    Case {
+        name: "API trouble (429/500 on 10% of requests, dropped watches)",
+        fault: None,
+        profile: Some("fixtures/sim/api-trouble.toml"),
+        expect: ALL_PASS,
+    },
 ];
 
 fn run_case(root: &Path, case: &Case) -> Result<(), String> {
@@ -99,6 +115,10 @@ fn run_case(root: &Path, case: &Case) -> Result<(), String> {
         .arg(dir.path())
         .current_dir(root)
         .env_remove("KUBECONFIG");
+    if let Some(profile) = case.profile {
+        cmd.arg("--set")
+            .arg(format!("sim.profile={}", root.join(profile).display()));
+    }
     if let Some(fault) = case.fault {
         let profile = std::fs::read_to_string(root.join("fixtures/sim/default.toml"))
             .map_err(|e| e.to_string())?;

@@ -37,6 +37,7 @@ pub async fn doctor(args: DoctorArgs) -> Result<i32, CommandError> {
         overrides,
     })?
     .config;
+    let retry = crate::platform::retry::RetryPolicy::from_config(&cfg.api);
     let (client, sim) = match cfg.target.kind {
         TargetKind::Sim => {
             let sim = super::run::start_simulator_with(&cfg, |_| {}).await?;
@@ -44,12 +45,15 @@ pub async fn doctor(args: DoctorArgs) -> Result<i32, CommandError> {
                 "target: the embedded simulator at {} (not a real cluster; name one with --target cluster)",
                 sim.url()
             );
-            (sim.client().await?, Some(sim))
+            (
+                target::connect(sim.config().await?, retry).await?,
+                Some(sim),
+            )
         }
         TargetKind::Cluster => {
             let kc = target::cluster_config(&cfg.target).await?;
             eprintln!("target: cluster at {}", kc.cluster_url);
-            (target::connect(kc).await?, None)
+            (target::connect(kc, retry).await?, None)
         }
     };
     let checks = doctor::checks(&client, &cfg).await;

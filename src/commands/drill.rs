@@ -73,6 +73,7 @@ pub async fn drill(args: DrillArgs) -> Result<i32, CommandError> {
     })?;
     let cfg = resolved.config;
     let run_id = super::run::new_run_id();
+    let retry = crate::platform::retry::RetryPolicy::from_config(&cfg.api);
     let (client, sim, quota, sample_annotations) = match cfg.target.kind {
         TargetKind::Sim => {
             let gpus = args.gpus;
@@ -97,12 +98,22 @@ pub async fn drill(args: DrillArgs) -> Result<i32, CommandError> {
                 "jupyter".to_string(),
             )]
             .into();
-            (sim.client().await?, Some(sim), false, annotations)
+            (
+                target::connect(sim.config().await?, retry).await?,
+                Some(sim),
+                false,
+                annotations,
+            )
         }
         TargetKind::Cluster => {
             let kc = target::cluster_config(&cfg.target).await?;
             say(&format!("target: cluster at {}", kc.cluster_url));
-            (target::connect(kc).await?, None, true, Default::default())
+            (
+                target::connect(kc, retry).await?,
+                None,
+                true,
+                Default::default(),
+            )
         }
     };
     target::check_opt_in(&client, &cfg.target.namespace).await?;

@@ -101,7 +101,8 @@ async fn connect(common: &CommonArgs) -> Result<(Config, kube::Client, String), 
     }
     let kc = target::cluster_config(&cfg.target).await?;
     let server = kc.cluster_url.to_string();
-    let client = target::connect(kc).await?;
+    let retry = crate::platform::retry::RetryPolicy::from_config(&cfg.api);
+    let client = target::connect(kc, retry).await?;
     target::check_opt_in(&client, &cfg.target.namespace).await?;
     Ok((cfg, client, server))
 }

@@ -34,7 +34,8 @@ pub async fn janitor(args: JanitorArgs) -> Result<i32, CommandError> {
             "`wsgate janitor` cleans a cluster: pass --target cluster with --context or --kubeconfig".into(),
         ));
     }
-    let client = target::connect(target::cluster_config(&cfg.target).await?).await?;
+    let retry = crate::platform::retry::RetryPolicy::from_config(&cfg.api);
+    let client = target::connect(target::cluster_config(&cfg.target).await?, retry).await?;
     let ns = cfg.target.namespace.clone();
     let selection = match &args.run_id {
         Some(id) => Selection::Run(id.clone()),

@@ -40,7 +40,7 @@ pub enum CommandError {
     #[error(transparent)]
     Cost(#[from] crate::cost::CostError),
     #[error(transparent)]
-    Gate(#[from] crate::gate::GateError),
+    Gate(Box<crate::gate::GateError>),
     #[error(transparent)]
     GateState(#[from] crate::gate::StateError),
     #[error("cannot {what}")]
@@ -49,6 +49,12 @@ pub enum CommandError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl From<crate::gate::GateError> for CommandError {
+    fn from(e: crate::gate::GateError) -> Self {
+        CommandError::Gate(Box::new(e))
+    }
 }
 
 impl CommandError {

@@ -111,6 +111,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
     let features = std::path::PathBuf::from("features");
     // Check the features before anything is started or created.
     crate::bdd::features::check(&features).map_err(crate::bdd::SuiteError::Features)?;
+    let retry = crate::platform::retry::RetryPolicy::from_config(&cfg.api);
     let (client, sim, server) = match cfg.target.kind {
         TargetKind::Sim => {
             let sim = start_simulator(&cfg).await?;
@@ -123,13 +124,14 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
                     ""
                 }
             );
-            (sim.client().await?, Some(sim), url)
+            let client = target::connect(sim.config().await?, retry).await?;
+            (client, Some(sim), url)
         }
         TargetKind::Cluster => {
             let kc = target::cluster_config(&cfg.target).await?;
             let url = kc.cluster_url.to_string();
             println!("target: cluster at {url}");
-            (target::connect(kc).await?, None, url)
+            (target::connect(kc, retry).await?, None, url)
         }
     };
     target::check_opt_in(&client, &cfg.target.namespace).await?;

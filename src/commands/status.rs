@@ -22,7 +22,8 @@ pub async fn status(args: TargetArgs) -> Result<i32, CommandError> {
                 .into(),
         ));
     }
-    let client = target::connect(target::cluster_config(&cfg.target).await?).await?;
+    let retry = crate::platform::retry::RetryPolicy::from_config(&cfg.api);
+    let client = target::connect(target::cluster_config(&cfg.target).await?, retry).await?;
     let ns = &cfg.target.namespace;
     let api: Api<Workspace> = Api::namespaced(client.clone(), ns);
     let list = api.list(&ListParams::default()).await.map_err(|source| {

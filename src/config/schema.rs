@@ -7,6 +7,7 @@ pub(crate) use super::kind::Kind;
 /// The sections, in the order they are documented and rendered.
 pub(crate) const SECTIONS: &[&str] = &[
     "target",
+    "api",
     "sim",
     "workspace",
     "budgets",
@@ -73,6 +74,9 @@ pub(crate) static KEYS: &[KeySpec] = &[
     opt("target", "context", Kind::Text),
     req("target", "namespace", Kind::Dns1123Label),
     req("target", "insecure_skip_tls_verify", Kind::Bool),
+    req("api", "retry_attempts", Kind::Count { min: 1, max: 20 }),
+    req("api", "retry_backoff", Kind::Seconds),
+    req("api", "retry_max_backoff", Kind::Seconds),
     req("sim", "profile", Kind::Path),
     req("sim", "runtime", Kind::OneOf(SIM_RUNTIMES)),
     req("sim", "enforce_rbac", Kind::Bool),

@@ -459,3 +459,40 @@ fn set_assignments_split_at_the_first_equals() {
     assert_eq!((o.key.as_str(), o.value.as_str()), ("run.name", "a=b"));
     assert!(Override::from_assignment("novalue", "--set").is_err());
 }
+
+#[test]
+fn api_retry_keys_load_override_and_check_each_other() {
+    let api = load(&LoadRequest::default()).unwrap().config.api;
+    assert_eq!(api.retry_attempts, 5);
+    assert_eq!(api.retry_backoff.duration(), Duration::from_millis(200));
+    assert_eq!(api.retry_max_backoff, secs(5));
+
+    let vars = env(&[("WSGATE_API__RETRY_ATTEMPTS", "3")]);
+    let flags = [Override::new("api.retry_backoff", "0.05", "--set")];
+    let config = resolve(None, &vars, &flags).unwrap().config;
+    assert_eq!(config.api.retry_attempts, 3);
+    assert_eq!(
+        config.api.retry_backoff.duration(),
+        Duration::from_millis(50)
+    );
+
+    let err = with_profile("[api]\nretry_attempts = 0\n").unwrap_err();
+    assert_eq!(err.key(), Some("api.retry_attempts"), "{err:?}");
+    let err = with_profile("[api]\nretries = 3\n").unwrap_err();
+    assert!(
+        matches!(&err, ConfigError::UnknownKey { key, .. } if key == "api.retries"),
+        "{err:?}"
+    );
+    let err = with_profile("[api]\nretry_backoff = 10\nretry_max_backoff = 2\n").unwrap_err();
+    assert!(
+        matches!(&err, ConfigError::Invalid { key, origin, .. }
+            if key == "api.retry_max_backoff" && *origin == profile_origin()),
+        "{err:?}"
+    );
+    let resolved = with_profile("[api]\nretry_backoff = 0.1\nretry_max_backoff = 0.5\n").unwrap();
+    assert!(
+        resolved.warnings.iter().any(|w| w.contains("Retry-After")),
+        "{:?}",
+        resolved.warnings
+    );
+}

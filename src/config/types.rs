@@ -16,6 +16,8 @@ use super::budget::Budget;
 pub struct Config {
     /// What to run against.
     pub target: TargetConfig,
+    /// How requests to the API server are retried.
+    pub api: ApiConfig,
     /// The embedded simulator (used when `target.kind = "sim"`).
     pub sim: SimConfig,
     /// The Workspace each scenario creates.
@@ -46,6 +48,18 @@ pub struct TargetConfig {
     pub namespace: String,
     /// Skip TLS verification of the API server. Warned loudly when true.
     pub insecure_skip_tls_verify: bool,
+}
+
+/// `[api]`: how requests to the API server are retried (429, 5xx, dropped connections).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiConfig {
+    /// Attempts per request, the first included; 1 turns retries off.
+    pub retry_attempts: u32,
+    /// The wait before the first retry; each further retry doubles it (with jitter).
+    pub retry_backoff: Budget,
+    /// The longest single wait; a longer `Retry-After` from the server ends the retries.
+    pub retry_max_backoff: Budget,
 }
 
 /// `[sim]`: the embedded simulator.

@@ -29,7 +29,30 @@ pub(crate) fn check(
         });
     }
 
+    let api = &config.api;
+    if api.retry_max_backoff < api.retry_backoff {
+        return Err(ConfigError::Invalid {
+            key: "api.retry_max_backoff".into(),
+            origin: origin_of("api.retry_max_backoff"),
+            reason: format!(
+                "{} is shorter than api.retry_backoff ({}, from {}): the longest wait cannot be \
+                 shorter than the first",
+                api.retry_max_backoff,
+                api.retry_backoff,
+                origin_of("api.retry_backoff").short()
+            ),
+        });
+    }
+
     let mut warnings = Vec::new();
+    if api.retry_attempts > 1 && api.retry_max_backoff.as_secs_f64() < 1.0 {
+        warnings.push(format!(
+            "api.retry_max_backoff ({}, from {}) is under 1 s: a 429 with \"Retry-After: 1\", as \
+             real API servers send it, will not be retried",
+            api.retry_max_backoff,
+            origin_of("api.retry_max_backoff").short()
+        ));
+    }
     if target.insecure_skip_tls_verify {
         warnings.push(format!(
             "target.insecure_skip_tls_verify = true (from {}): the API server's certificate is \

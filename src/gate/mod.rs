@@ -29,7 +29,7 @@ pub enum GateError {
     #[error(transparent)]
     Workspace(#[from] WorkspaceError),
     #[error(transparent)]
-    Wait(#[from] WaitError),
+    Wait(Box<WaitError>),
     #[error(transparent)]
     Session(#[from] SessionError),
     #[error(transparent)]
@@ -53,6 +53,12 @@ pub enum GateError {
     /// A config value the gate needs is missing.
     #[error("{0}")]
     Config(String),
+}
+
+impl From<WaitError> for GateError {
+    fn from(e: WaitError) -> Self {
+        GateError::Wait(Box::new(e))
+    }
 }
 
 impl GateError {

@@ -5,9 +5,10 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Node, Pod, ResourceQuota};
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams};
 use serde_json::json;
 
+use super::idempotent;
 use super::ledger::Ledger;
 use super::wait::{self, WaitError, WaitFor};
 
@@ -152,8 +153,7 @@ pub async fn probe_schedulable(
     }))
     .expect("a valid pod");
     let i = ledger.record::<Pod>(Some(namespace), &name);
-    let created = api
-        .create(&PostParams::default(), &pod)
+    let created = idempotent::create(&api, &pod)
         .await
         .map_err(api_err(format!("create probe pod {name}")))?;
     ledger.created(i, created.metadata.uid);
@@ -204,8 +204,7 @@ pub async fn squeeze_with_quota(
     }))
     .expect("a valid quota");
     let i = ledger.record::<ResourceQuota>(Some(namespace), SQUEEZE_QUOTA);
-    let created = api
-        .create(&PostParams::default(), &q)
+    let created = idempotent::create(&api, &q)
         .await
         .map_err(api_err("create the squeeze quota"))?;
     ledger.created(i, created.metadata.uid);
@@ -215,11 +214,10 @@ pub async fn squeeze_with_quota(
 /// Lifts the quota squeeze.
 pub async fn lift_quota(client: &kube::Client, namespace: &str) -> Result<(), GpuError> {
     let api: Api<ResourceQuota> = Api::namespaced(client.clone(), namespace);
-    match api.delete(SQUEEZE_QUOTA, &DeleteParams::default()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(e) => Err(api_err("delete the squeeze quota")(e)),
-    }
+    idempotent::delete(&api, SQUEEZE_QUOTA, &DeleteParams::default())
+        .await
+        .map(|_| ())
+        .map_err(api_err("delete the squeeze quota"))
 }
 
 /// Every GPU node with the names of the GPU pods bound to it.

@@ -162,16 +162,26 @@ pub async fn delete_and_wait(client: &kube::Client, e: &Entry, budget: Duration)
         Err(kube::Error::Api(s)) if s.code == 409 => return CleanupOutcome::AlreadyGone,
         Err(err) => return CleanupOutcome::Leaked(format!("delete failed: {err}")),
     }
-    match tokio::time::timeout(
-        budget,
-        await_condition(api, &e.name, conditions::is_deleted(&uid)),
-    )
-    .await
-    {
-        Ok(Ok(_)) => CleanupOutcome::Deleted,
-        Ok(Err(err)) => CleanupOutcome::Leaked(format!("cannot watch its deletion: {err}")),
-        Err(_) => CleanupOutcome::Leaked(format!(
-            "still present after the delete budget ({budget:?}): a finalizer may be stuck"
-        )),
+    // await_condition ends at the first watch error (an expired resourceVersion, say): watch
+    // again, briefly paced, until the budget runs out, and name the last error then.
+    let deadline = tokio::time::Instant::now() + budget;
+    let mut last_error = String::new();
+    loop {
+        let gone = await_condition(api.clone(), &e.name, conditions::is_deleted(&uid));
+        match tokio::time::timeout_at(deadline, gone).await {
+            Ok(Ok(_)) => return CleanupOutcome::Deleted,
+            Ok(Err(err)) => {
+                tracing::debug!(object = %e.describe(), error = %err, "watch of a deletion failed; watching again");
+                last_error = format!("; last watch error: {err}");
+                let pause = tokio::time::Instant::now() + Duration::from_millis(200);
+                tokio::time::sleep_until(pause.min(deadline)).await;
+            }
+            Err(_) => {
+                return CleanupOutcome::Leaked(format!(
+                    "still present after the delete budget ({budget:?}): a finalizer may be \
+                     stuck{last_error}"
+                ));
+            }
+        }
     }
 }

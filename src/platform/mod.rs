@@ -4,9 +4,11 @@
 pub mod crd;
 pub mod doctor;
 pub mod gpu;
+pub mod idempotent;
 pub mod janitor;
 pub mod ledger;
 pub mod rbac;
+pub mod retry;
 pub mod snapshots;
 pub mod status;
 pub mod target;

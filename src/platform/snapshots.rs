@@ -79,7 +79,7 @@ pub async fn delete_all(
     let all = of_workspace(client, namespace, workspace).await?;
     for s in &all {
         if let Some(name) = &s.metadata.name {
-            api.delete(name, &DeleteParams::default()).await?;
+            super::idempotent::delete(&api, name, &DeleteParams::default()).await?;
         }
     }
     Ok(all.len())

@@ -107,10 +107,15 @@ pub async fn cluster_config(target: &TargetConfig) -> Result<kube::Config, Targe
     Ok(config)
 }
 
-/// Builds a client and checks that the server answers and accepts the credentials.
-pub async fn connect(config: kube::Config) -> Result<kube::Client, TargetError> {
+/// Builds a client whose every request is retried under `retry` (see [`super::retry`]) and
+/// checks that the server answers and accepts the credentials. The harness makes its
+/// clients here only, for a cluster and for the embedded simulator alike.
+pub async fn connect(
+    config: kube::Config,
+    retry: super::retry::RetryPolicy,
+) -> Result<kube::Client, TargetError> {
     let url = config.cluster_url.to_string();
-    let client = kube::Client::try_from(config).map_err(|source| TargetError::Client {
+    let client = super::retry::client(config, retry).map_err(|source| TargetError::Client {
         url: url.clone(),
         source,
     })?;

@@ -1,6 +1,12 @@
 //! Watch-based waiting inside a named budget. The wait itself has no hidden timeout: the
 //! budget is the caller's, and running out names the phase, the last state and message seen.
 //! Long waits print progress (elapsed/budget, current state) every few seconds.
+//!
+//! A watch the server drops is resumed by kube-runtime's watcher from the last
+//! resourceVersion it saw (an event or a bookmark), with backoff between failed attempts;
+//! only an expired resourceVersion (410) makes it list again. Transient watch errors are
+//! retried within the budget and the last one is named if the budget runs out; an error
+//! that retrying cannot fix (401, 403, 404 ...) ends the wait at once.
 
 use std::fmt::Debug;
 use std::time::Duration;
@@ -15,7 +21,9 @@ use tokio::time::Instant;
 #[derive(Debug, thiserror::Error)]
 pub enum WaitError {
     #[error(
-        "budget `{phase}` ({budget:?}) ran out waiting for {object} to {what}; last state: {last_state}"
+        "budget `{phase}` ({budget:?}) ran out waiting for {object} to {what}; last state: \
+         {last_state}{}",
+        WaitError::budget_detail(.last_error)
     )]
     Budget {
         phase: String,
@@ -23,9 +31,41 @@ pub enum WaitError {
         object: String,
         what: String,
         last_state: String,
+        /// The last watch error seen, when the watch was failing as the budget ran out.
+        last_error: Option<String>,
     },
     #[error("the watch on {object} ended unexpectedly")]
     Ended { object: String },
+    #[error("cannot watch {object}")]
+    Watch {
+        object: String,
+        #[source]
+        source: watcher::Error,
+    },
+}
+
+impl WaitError {
+    /// The budget message with the last watch error, if there was one.
+    fn budget_detail(last_error: &Option<String>) -> String {
+        last_error
+            .as_ref()
+            .map(|e| format!("; last watch error: {e}"))
+            .unwrap_or_default()
+    }
+}
+
+/// Whether a watch error is one that retrying cannot fix: the server refused the request
+/// itself (bad request, credentials, permissions, unknown resource). Throttling, server
+/// errors, expired resourceVersions and dropped connections are transient.
+pub fn permanent(e: &watcher::Error) -> bool {
+    let refused = |code: u16| (400..500).contains(&code) && !matches!(code, 408 | 409 | 410 | 429);
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => refused(s.code),
+        watcher::Error::WatchError(s) => refused(s.code),
+        _ => false,
+    }
 }
 
 /// What a wait is for: the budget's name and limit, and a description for messages.
@@ -70,6 +110,7 @@ where
     let mut current: Option<K> = None;
     let mut initial: Vec<K> = Vec::new();
     let mut last_progress = start;
+    let mut last_error: Option<String> = None;
     loop {
         let next = tokio::time::timeout_at(
             deadline.min(last_progress + Duration::from_secs(1)),
@@ -86,6 +127,7 @@ where
                         object,
                         what: wait.what.clone(),
                         last_state: describe(current.as_ref()),
+                        last_error,
                     });
                 }
                 if let Some(every) = wait.progress_every
@@ -108,6 +150,13 @@ where
             Ok(None) => return Err(WaitError::Ended { object }),
             Ok(Some(ev)) => ev,
         };
+        // `Init` opens every (re)list, before its request: only data shows the watch works.
+        if event
+            .as_ref()
+            .is_ok_and(|e| !matches!(e, watcher::Event::Init))
+        {
+            last_error = None;
+        }
         let changed = match event {
             Ok(watcher::Event::Init) => {
                 initial.clear();
@@ -129,9 +178,11 @@ where
                 current = None;
                 true
             }
-            // Watch errors are retried with backoff; the budget bounds the whole wait.
+            Err(e) if permanent(&e) => return Err(WaitError::Watch { object, source: e }),
+            // Transient watch errors are retried with backoff; the budget bounds the wait.
             Err(e) => {
-                tracing::debug!(error = %e, "watch error; retrying");
+                tracing::debug!(error = %e, %object, "watch error; retrying");
+                last_error = Some(e.to_string());
                 false
             }
         };

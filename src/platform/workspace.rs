@@ -5,10 +5,11 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 
 use super::crd::{Workspace, WorkspaceState};
+use super::idempotent;
 use super::ledger::Ledger;
 
 /// The label the Kubeflow controller puts on every object it creates for a workspace.
@@ -71,13 +72,10 @@ pub async fn create_home(
     }))
     .expect("a valid PVC");
     let i = ledger.record::<PersistentVolumeClaim>(Some(&ws.namespace), &ws.home_pvc);
-    let created = api
-        .create(&PostParams::default(), &pvc)
-        .await
-        .map_err(api_err(
-            "create",
-            format!("PersistentVolumeClaim {}", ws.home_pvc),
-        ))?;
+    let created = idempotent::create(&api, &pvc).await.map_err(api_err(
+        "create",
+        format!("PersistentVolumeClaim {}", ws.home_pvc),
+    ))?;
     ledger.created(i, created.metadata.uid);
     Ok(())
 }
@@ -113,8 +111,7 @@ pub async fn put_token(
         return Ok(());
     }
     let i = ledger.record::<Secret>(Some(namespace), TOKEN_SECRET.0);
-    let created = api
-        .create(&PostParams::default(), &secret)
+    let created = idempotent::create(&api, &secret)
         .await
         .map_err(api_err("create", "Secret jupyter-token"))?;
     ledger.created(i, created.metadata.uid);
@@ -137,8 +134,7 @@ pub async fn create(
     }))
     .expect("a valid Workspace");
     let i = ledger.record::<Workspace>(Some(&ws.namespace), &ws.name);
-    let created = api
-        .create(&PostParams::default(), &obj)
+    let created = idempotent::create(&api, &obj)
         .await
         .map_err(api_err("create", format!("Workspace {}", ws.name)))?;
     ledger.created(i, created.metadata.uid.clone());

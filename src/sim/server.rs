@@ -123,6 +123,7 @@ pub struct SimHandle {
     failure: Arc<tokio::sync::watch::Sender<Option<String>>>,
     truth: Arc<Truth>,
     audit: Arc<api::authz::Audit>,
+    counters: Arc<api::FaultCounters>,
     ctx: Option<Ctx>,
     _state_dir: Option<tempfile::TempDir>,
 }
@@ -229,6 +230,7 @@ impl SimHandle {
                 Some(ctx)
             }
         };
+        let counters = Arc::new(api::FaultCounters::default());
         let state = api::State {
             store: store.clone(),
             token: token.clone().into(),
@@ -246,6 +248,7 @@ impl SimHandle {
                 .platform
                 .as_ref()
                 .and_then(|p| p.profile.enforced_rbac()),
+            counters: counters.clone(),
         };
         let app = api::router(state);
         let server = axum_server::Handle::new();
@@ -284,6 +287,7 @@ impl SimHandle {
             failure,
             truth,
             audit,
+            counters,
             ctx,
             _state_dir: temp_dir,
         })
@@ -301,6 +305,12 @@ impl SimHandle {
             Ok(m) => m.clone().unwrap_or_default(),
             Err(_) => std::future::pending().await,
         }
+    }
+
+    /// What the API faults (`api-errors`, `watch-drops`) did so far, and how many list and
+    /// watch requests reached the store.
+    pub fn api_fault_counts(&self) -> api::FaultCounts {
+        self.counters.snapshot()
     }
 
     /// The ground truth recorded so far.
@@ -374,15 +384,20 @@ impl SimHandle {
         f.write_all(self.kubeconfig_yaml().as_bytes()).map_err(err)
     }
 
-    /// A kube client for this simulator, built from its kubeconfig as any user's would be.
-    pub async fn client(&self) -> Result<kube::Client, SimError> {
+    /// The kube configuration for this simulator, from its kubeconfig as any user's would be.
+    /// The harness builds its (retrying) client from this with `platform::target::connect`.
+    pub async fn config(&self) -> Result<kube::Config, SimError> {
         let kc = kube::config::Kubeconfig::from_yaml(&self.kubeconfig_yaml())
             .map_err(SimError::Kubeconfig)?;
-        let config =
-            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-                .await
-                .map_err(SimError::Kubeconfig)?;
-        kube::Client::try_from(config).map_err(SimError::Client)
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .map_err(SimError::Kubeconfig)
+    }
+
+    /// A plain kube client for this simulator (kube's defaults, no harness retry policy), for
+    /// tests that look at the simulator itself.
+    pub async fn client(&self) -> Result<kube::Client, SimError> {
+        kube::Client::try_from(self.config().await?).map_err(SimError::Client)
     }
 
     /// Stops the server: open watches end, then connections close.

@@ -13,6 +13,7 @@ pub mod table;
 pub mod watch;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -47,6 +48,63 @@ pub struct State {
     pub audit: Arc<authz::Audit>,
     /// The rules enforced on resource requests (`None`: everything is allowed).
     pub rbac: Option<&'static crate::platform::rbac::DeployRbac>,
+    /// What those faults did, and how clients listed and watched.
+    pub counters: Arc<FaultCounters>,
+}
+
+/// Counts of what the API faults did and of list and watch requests, so that tests can
+/// check that a client met the faults and resumed watches instead of listing again.
+#[derive(Debug, Default)]
+pub struct FaultCounters {
+    throttled: AtomicU64,
+    failed: AtomicU64,
+    failed_after_apply: AtomicU64,
+    lists: AtomicU64,
+    watches: AtomicU64,
+    watches_dropped: AtomicU64,
+}
+
+/// A snapshot of [`FaultCounters`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FaultCounts {
+    /// Requests answered 429 (with `Retry-After: 1`).
+    pub throttled: u64,
+    /// Requests answered 500, those in `failed_after_apply` included.
+    pub failed: u64,
+    /// Mutating requests that were applied and then answered 500 anyway.
+    pub failed_after_apply: u64,
+    /// List requests that reached the store.
+    pub lists: u64,
+    /// Watch requests that reached the store.
+    pub watches: u64,
+    /// Watch streams ended early by `watch-drops`.
+    pub watches_dropped: u64,
+}
+
+impl FaultCounters {
+    pub fn snapshot(&self) -> FaultCounts {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        FaultCounts {
+            throttled: get(&self.throttled),
+            failed: get(&self.failed),
+            failed_after_apply: get(&self.failed_after_apply),
+            lists: get(&self.lists),
+            watches: get(&self.watches),
+            watches_dropped: get(&self.watches_dropped),
+        }
+    }
+
+    pub(crate) fn list(&self) {
+        self.lists.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn watch(&self) {
+        self.watches.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn watch_dropped(&self) {
+        self.watches_dropped.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// The API server's own faults.
@@ -190,7 +248,10 @@ async fn bucket_objects(
 }
 
 /// Fault `api-errors`: a fraction of resource requests get 429 (Retry-After: 1) or 500,
-/// as an overloaded API server answers.
+/// as an overloaded API server answers. A 429 is refused before anything happens, as
+/// priority and fairness does; half of the 500s to mutating requests come after the change
+/// was applied, as "etcdserver: request timed out" does when the write did commit, so a
+/// client that retries meets its own earlier attempt.
 async fn inject_errors(AxState(state): AxState<State>, req: Request, next: Next) -> Response {
     let rate = state.faults.error_rate;
     let eligible = req.uri().path().starts_with("/api");
@@ -198,15 +259,22 @@ async fn inject_errors(AxState(state): AxState<State>, req: Request, next: Next)
         use rand::RngExt;
         let roll: f64 = rand::rng().random();
         if roll < rate {
-            return if roll < rate / 2.0 {
+            let counters = &state.counters;
+            if roll < rate / 2.0 {
+                counters.throttled.fetch_add(1, Ordering::Relaxed);
                 let mut r = ApiError::too_many_requests().into_response();
                 r.headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-                r
-            } else {
-                ApiError::internal("etcdserver: request timed out (fault api-errors)")
-                    .into_response()
-            };
+                return r;
+            }
+            counters.failed.fetch_add(1, Ordering::Relaxed);
+            let mutating = !matches!(*req.method(), Method::GET | Method::HEAD);
+            if mutating && roll >= rate * 0.75 {
+                counters.failed_after_apply.fetch_add(1, Ordering::Relaxed);
+                drop(next.run(req).await);
+            }
+            return ApiError::internal("etcdserver: request timed out (fault api-errors)")
+                .into_response();
         }
     }
     next.run(req).await

@@ -36,9 +36,13 @@ pub async fn handle(
     let status_write = path.subresource.as_deref() == Some("status");
     match (method, path.name.as_deref()) {
         (Method::GET, None) if q.watch => {
+            state.counters.watch();
             watch::start(state, kind, ns, q, Render { table: as_table })
         }
-        (Method::GET, None) => list(state, &path, &q, as_table),
+        (Method::GET, None) => {
+            state.counters.list();
+            list(state, &path, &q, as_table)
+        }
         (Method::GET, Some(name)) => {
             let obj = state.store.get(kind, ns.as_deref(), name)?;
             if as_table {

@@ -105,6 +105,7 @@ pub fn start(
         start,
     );
     let shutdown = state.shutdown.clone();
+    let counters = state.counters.clone();
     let bookmark_every = state.bookmark_interval;
     let drop_after = state.faults.watch_drops.then(|| {
         use rand::RngExt;
@@ -118,7 +119,10 @@ pub fn start(
                 return;
             }
         };
-        run(feed, sub, shutdown, bookmark_every, drop_after).await;
+        let dropped = run(feed, sub, shutdown, bookmark_every, drop_after).await;
+        if dropped {
+            counters.watch_dropped();
+        }
     });
     Response::builder()
         .status(StatusCode::OK)
@@ -127,24 +131,25 @@ pub fn start(
         .map_err(|e| ApiError::internal(e.to_string()))
 }
 
+/// Streams one watch until it ends; `true` when fault `watch-drops` ended it early.
 async fn run(
     feed: Feed,
     mut sub: crate::sim::store::Subscription,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
     bookmark_every: Duration,
     drop_after: Option<Duration>,
-) {
+) -> bool {
     let mut last_rv = sub.resource_version;
     for obj in &sub.initial {
         if !feed.send(feed.line("ADDED", obj)).await {
-            return;
+            return false;
         }
     }
     if feed.query.send_initial_events
         && feed.query.allow_bookmarks
         && !feed.send(feed.bookmark(last_rv, true)).await
     {
-        return;
+        return false;
     }
     let ns = feed.namespace.clone();
     for ev in &sub.replay {
@@ -156,12 +161,13 @@ async fn run(
             &feed.query.field_selector,
         ) && !feed.send(feed.line(t.as_str(), &ev.object)).await
         {
-            return;
+            return false;
         }
     }
     // A real server keeps a watch without timeoutSeconds open for 30-60 minutes.
     let timeout = Duration::from_secs(feed.query.timeout_seconds.unwrap_or(1800));
     // Fault `watch-drops`: the stream ends early, as when a connection to the API server drops.
+    let dropping = drop_after.is_some_and(|d| d < timeout);
     let timeout = drop_after.map_or(timeout, |d| d.min(timeout));
     let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
@@ -169,12 +175,12 @@ async fn run(
     ticker.reset();
     loop {
         tokio::select! {
-            _ = &mut deadline => return,
-            _ = shutdown.changed() => return,
-            _ = feed.tx.closed() => return,
+            _ = &mut deadline => return dropping,
+            _ = shutdown.changed() => return false,
+            _ = feed.tx.closed() => return false,
             _ = ticker.tick(), if feed.query.allow_bookmarks => {
                 if !feed.send(feed.bookmark(last_rv, false)).await {
-                    return;
+                    return false;
                 }
             }
             ev = sub.live.recv() => match ev {
@@ -186,16 +192,16 @@ async fn run(
                     if let Some(t) = filter_event(&ev, feed.kind, ns.as_deref(), &feed.query.label_selector, &feed.query.field_selector)
                         && !feed.send(feed.event_line(t.as_str(), &ev)).await
                     {
-                        return;
+                        return false;
                     }
                 }
                 Err(broadcast::error::RecvError::Lagged(_)) => {
                     // This watcher fell behind the fan-out buffer: tell it to relist.
                     let e = ApiError::expired(last_rv, last_rv + 1);
                     let _ = feed.send(feed.line("ERROR", &e.to_status())).await;
-                    return;
+                    return false;
                 }
-                Err(broadcast::error::RecvError::Closed) => return,
+                Err(broadcast::error::RecvError::Closed) => return false,
             }
         }
     }

@@ -1,0 +1,477 @@
+//! API trouble: the harness's kube client retries throttling, server errors and dropped
+//! connections within its configured bounds, honours Retry-After, adopts its own object when
+//! a retried create meets it, and a Workspace lifecycle through the harness's platform code
+//! completes while the simulator answers 429/500 and drops watches.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::{Error as KubeError, ResourceExt};
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use wsgate::platform::crd::{Workspace, WorkspaceState};
+use wsgate::platform::idempotent;
+use wsgate::platform::ledger::{self, CleanupOutcome, Ledger};
+use wsgate::platform::retry::{self, RetryError, RetryPolicy};
+use wsgate::platform::target;
+use wsgate::platform::wait::{self, WaitFor};
+use wsgate::platform::workspace::{self as ws, NewWorkspace};
+use wsgate::sim::faults::Fault;
+use wsgate::sim::profile::SimProfile;
+
+const NS: &str = wsgate::sim::server::TEST_NAMESPACE;
+
+fn policy(max_attempts: u32) -> RetryPolicy {
+    RetryPolicy {
+        max_attempts,
+        initial_backoff: Duration::from_millis(10),
+        max_backoff: Duration::from_secs(2),
+    }
+}
+
+fn run_labels(run: &str) -> std::collections::BTreeMap<String, String> {
+    ledger::labels(run, chrono::Utc::now() + chrono::Duration::hours(1))
+}
+
+/// A plain-HTTP API server that answers each request with the next scripted status (then
+/// `rest`), recording when each request arrived.
+#[derive(Default)]
+struct Script {
+    replies: VecDeque<(u16, Option<&'static str>)>,
+    rest: u16,
+    seen: Vec<Instant>,
+}
+
+async fn scripted(
+    replies: &[(u16, Option<&'static str>)],
+    rest: u16,
+) -> (String, Arc<Mutex<Script>>) {
+    wsgate::install_crypto_provider();
+    let script = Arc::new(Mutex::new(Script {
+        replies: replies.iter().copied().collect(),
+        rest,
+        seen: Vec::new(),
+    }));
+    let state = script.clone();
+    let app = axum::Router::new().fallback(move || {
+        let state = state.clone();
+        async move {
+            let (code, retry_after) = {
+                let mut s = state.lock().unwrap();
+                s.seen.push(Instant::now());
+                let rest = s.rest;
+                s.replies.pop_front().unwrap_or((rest, None))
+            };
+            reply(code, retry_after)
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, script)
+}
+
+fn reply(code: u16, retry_after: Option<&'static str>) -> Response {
+    let body = if code == 200 {
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+    } else {
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+               "message": "scripted", "reason": "Scripted", "code": code})
+    };
+    let mut r = (StatusCode::from_u16(code).unwrap(), body.to_string()).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if let Some(secs) = retry_after {
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static(secs));
+    }
+    r
+}
+
+fn namespaces(url: &str, policy: RetryPolicy) -> Api<Namespace> {
+    let config = kube::Config::new(url.parse().unwrap());
+    Api::all(retry::client(config, policy).unwrap())
+}
+
+fn retry_error(e: &KubeError) -> &RetryError {
+    match e {
+        KubeError::Service(inner) => inner
+            .downcast_ref::<RetryError>()
+            .unwrap_or_else(|| panic!("not a retry error: {e}")),
+        other => panic!("not a retry error: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn retry_after_is_honoured_and_other_failures_back_off_briefly() {
+    let (url, script) = scripted(
+        &[(429, Some("1")), (500, None), (503, None), (504, None)],
+        200,
+    )
+    .await;
+    let ns = namespaces(&url, policy(5)).get("default").await.unwrap();
+    assert_eq!(ns.name_any(), "default");
+    let seen = script.lock().unwrap().seen.clone();
+    assert_eq!(seen.len(), 5, "four failures, then the answer");
+    // The server asked for a second; the backoff alone would have waited 5-10 ms.
+    assert!(
+        seen[1] - seen[0] >= Duration::from_secs(1),
+        "retried {:?} after a 429 with Retry-After: 1",
+        seen[1] - seen[0]
+    );
+    // Without Retry-After the backoff (10 ms doubling, at most 80 ms here) applies, far
+    // below the second a Retry-After wait would take.
+    for pair in seen[1..].windows(2) {
+        assert!(pair[1] - pair[0] < Duration::from_millis(900), "{seen:?}");
+    }
+}
+
+#[tokio::test]
+async fn retries_are_bounded_and_the_error_names_the_status() {
+    let (url, script) = scripted(&[], 500).await;
+    let err = namespaces(&url, policy(3))
+        .get("default")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        script.lock().unwrap().seen.len(),
+        3,
+        "api.retry_attempts = 3"
+    );
+    match retry_error(&err) {
+        RetryError::Exhausted {
+            status, attempts, ..
+        } => {
+            assert_eq!(status.as_u16(), 500);
+            assert_eq!(*attempts, 3);
+        }
+        other => panic!("{other:?}"),
+    }
+    let text = err.to_string();
+    assert!(
+        text.contains("500") && text.contains("3 attempts"),
+        "{text}"
+    );
+
+    // A server that asks for a longer wait than api.retry_max_backoff is not hammered.
+    let (url, script) = scripted(&[(429, Some("30"))], 200).await;
+    let err = namespaces(&url, policy(5))
+        .get("default")
+        .await
+        .unwrap_err();
+    assert_eq!(script.lock().unwrap().seen.len(), 1);
+    assert!(
+        matches!(retry_error(&err), RetryError::RetryAfterTooLong { status, asked, .. }
+            if status.as_u16() == 429 && *asked == Duration::from_secs(30)),
+        "{err}"
+    );
+
+    // Not retried: a 404 is an answer, and one attempt means no retries.
+    let (url, script) = scripted(&[(404, None)], 200).await;
+    let err = namespaces(&url, policy(5))
+        .get("default")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, KubeError::Api(s) if s.code == 404));
+    assert_eq!(script.lock().unwrap().seen.len(), 1);
+    let (url, script) = scripted(&[(503, None)], 200).await;
+    let err = namespaces(&url, policy(1))
+        .get("default")
+        .await
+        .unwrap_err();
+    assert!(matches!(&err, KubeError::Api(s) if s.code == 503), "{err}");
+    assert_eq!(script.lock().unwrap().seen.len(), 1);
+}
+
+#[tokio::test]
+async fn a_dropped_connection_is_retried() {
+    wsgate::install_crypto_provider();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let connections = Arc::new(AtomicUsize::new(0));
+    let count = connections.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut s, _) = listener.accept().await.unwrap();
+            if count.fetch_add(1, Ordering::SeqCst) == 0 {
+                drop(s); // the first connection closes before any answer
+                continue;
+            }
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut chunk).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+            }
+            let body = r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"default"}}"#;
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                body.len()
+            );
+            let _ = s.write_all(format!("{head}{body}").as_bytes()).await;
+        }
+    });
+    let ns = namespaces(&url, policy(3)).get("default").await.unwrap();
+    assert_eq!(ns.name_any(), "default");
+    assert_eq!(connections.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn harness_requests_succeed_while_the_simulator_fails_a_third_of_them() {
+    let sim = crate::common::start_platform(|p| {
+        p.faults.enabled = vec![Fault::ApiErrors];
+        p.faults.api_error_rate = 0.3;
+    })
+    .await;
+    let client = target::connect(sim.config().await.unwrap(), policy(10))
+        .await
+        .unwrap();
+    let secrets: Api<Secret> = Api::namespaced(client, NS);
+    let labels = run_labels("api-trouble-a");
+    let selector = format!("{}=api-trouble-a", ledger::RUN_ID_LABEL);
+    for i in 0..5 {
+        let name = format!("trouble-{i}");
+        let secret: Secret = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": labels},
+            "stringData": {"k": "v0"},
+        }))
+        .unwrap();
+        let created = idempotent::create(&secrets, &secret).await.unwrap();
+        let got = secrets.get(&name).await.unwrap();
+        assert_eq!(got.uid(), created.uid());
+        let listed = secrets
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .unwrap();
+        assert!(listed.items.iter().any(|s| s.name_any() == name));
+        let patched = secrets
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {"step": "patched"}}})),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            patched.annotations().get("step").map(String::as_str),
+            Some("patched")
+        );
+        assert!(
+            idempotent::delete(&secrets, &name, &DeleteParams::default())
+                .await
+                .is_ok()
+        );
+    }
+    let left = secrets
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .unwrap();
+    assert!(left.items.is_empty(), "{:?}", left.items);
+    let counts = sim.api_fault_counts();
+    assert!(
+        counts.throttled + counts.failed > 0,
+        "the simulator injected no errors: {counts:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_create_that_meets_its_own_object_adopts_it_and_nothing_else() {
+    let sim = crate::common::start_sim().await;
+    let client = target::connect(sim.config().await.unwrap(), policy(3))
+        .await
+        .unwrap();
+    let secrets: Api<Secret> = Api::namespaced(client, NS);
+    let secret = |run: Option<&str>| -> Secret {
+        let labels = run.map(run_labels).unwrap_or_default();
+        serde_json::from_value(json!({"metadata": {"name": "adopt-me", "labels": labels}})).unwrap()
+    };
+    let first = idempotent::create(&secrets, &secret(Some("run-a")))
+        .await
+        .unwrap();
+    let again = idempotent::create(&secrets, &secret(Some("run-a")))
+        .await
+        .unwrap();
+    assert_eq!(again.uid(), first.uid(), "this run's object is adopted");
+    for other in [secret(Some("run-b")), secret(None)] {
+        let err = idempotent::create(&secrets, &other).await.unwrap_err();
+        assert!(matches!(&err, KubeError::Api(s) if s.code == 409), "{err}");
+    }
+    let dp = DeleteParams::default();
+    assert!(idempotent::delete(&secrets, "adopt-me", &dp).await.unwrap());
+    assert!(
+        !idempotent::delete(&secrets, "adopt-me", &dp).await.unwrap(),
+        "NotFound is done"
+    );
+}
+
+async fn wait_state(api: &Api<Workspace>, name: &str, state: WorkspaceState) {
+    let mut w = WaitFor::new(
+        format!("test:{state}"),
+        Duration::from_secs(60),
+        format!("be {state}"),
+    );
+    w.progress_every = None;
+    wait::until(api, name, &w, ws::describe, |o| ws::is_state(o, state))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// One Workspace's life through the harness's platform code; returns what cleanup did.
+async fn lifecycle(client: kube::Client, name: String) -> Vec<ledger::CleanupResult> {
+    let new = NewWorkspace {
+        namespace: NS.into(),
+        name: name.clone(),
+        kind: "jupyterlab-resumable".into(),
+        image_config: "jupyter-pytorch-cuda-full:v1.10.0".into(),
+        pod_config: "gpu_t4".into(),
+        home_pvc: format!("{name}-home"),
+        home_size: "1Gi".into(),
+        labels: run_labels("api-trouble-c"),
+        annotations: Default::default(),
+    };
+    let mut ledger = Ledger::default();
+    ws::create_home(&client, &mut ledger, &new).await.unwrap();
+    ws::create(&client, &mut ledger, &new).await.unwrap();
+    let api: Api<Workspace> = Api::namespaced(client.clone(), NS);
+    wait_state(&api, &name, WorkspaceState::Running).await;
+    ws::set_paused(&client, NS, &name, true).await.unwrap();
+    wait_state(&api, &name, WorkspaceState::Paused).await;
+    ws::set_paused(&client, NS, &name, false).await.unwrap();
+    wait_state(&api, &name, WorkspaceState::Running).await;
+    ledger
+        .cleanup(&client, Duration::from_secs(30), false)
+        .await
+}
+
+#[tokio::test]
+async fn workspace_lifecycles_complete_under_api_errors_and_watch_drops() {
+    let sim = crate::common::start_platform(|p| {
+        p.faults.enabled = vec![Fault::ApiErrors, Fault::WatchDrops];
+        p.faults.api_error_rate = 0.1;
+        p.node_pools[0].count = 3;
+    })
+    .await;
+    // The shipped defaults: 5 attempts, 0.2 s doubling up to 5 s.
+    let client = target::connect(sim.config().await.unwrap(), RetryPolicy::default())
+        .await
+        .unwrap();
+    let runs = (0..3).map(|i| lifecycle(client.clone(), format!("trouble-{i}")));
+    for r in futures::future::join_all(runs).await.into_iter().flatten() {
+        assert!(
+            !matches!(r.outcome, CleanupOutcome::Leaked(_)),
+            "{}: {:?}",
+            r.object,
+            r.outcome
+        );
+    }
+    assert!(sim.failure().is_none());
+    // Not asserted (10 % of a few dozen requests can be none): what the faults did.
+    eprintln!("api trouble met: {:?}", sim.api_fault_counts());
+}
+
+#[tokio::test]
+async fn a_dropped_watch_resumes_from_its_resource_version_without_listing_again() {
+    let sim = crate::common::start_platform(|p| p.faults.enabled = vec![Fault::WatchDrops]).await;
+    let client = target::connect(sim.config().await.unwrap(), policy(3))
+        .await
+        .unwrap();
+    let secrets: Api<Secret> = Api::namespaced(client, NS);
+    let secret: Secret = serde_json::from_value(json!({"metadata": {"name": "watched"}})).unwrap();
+    secrets
+        .create(&kube::api::PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let before = sim.api_fault_counts();
+    // The change comes after the longest watch-drop (2 s), so the wait's watch drops first.
+    let patcher = secrets.clone();
+    let change = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        let patch = json!({"metadata": {"annotations": {"go": "now"}}});
+        patcher
+            .patch("watched", &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .unwrap();
+    });
+    let mut w = WaitFor::new("test:annotated", Duration::from_secs(30), "be annotated");
+    w.progress_every = None;
+    let got = wait::until(
+        &secrets,
+        "watched",
+        &w,
+        |_| "not annotated".into(),
+        |o| o.is_some_and(|s| s.annotations().contains_key("go")),
+    )
+    .await
+    .unwrap();
+    change.await.unwrap();
+    assert!(got.is_some());
+    let after = sim.api_fault_counts();
+    let (lists, watches) = (after.lists - before.lists, after.watches - before.watches);
+    assert!(after.watches_dropped > before.watches_dropped, "{after:?}");
+    assert_eq!(lists, 1, "one list, then watches only: {after:?}");
+    assert!(watches >= 2, "the watch was resumed: {after:?}");
+    // Drops come 0.3-2 s into a watch: at most 2.5 s / 0.3 s resumes, so no busy loop.
+    assert!(watches <= 10, "{after:?}");
+}
+
+#[test]
+fn the_api_trouble_profile_turns_both_faults_on() {
+    let path = "fixtures/sim/api-trouble.toml";
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/sim/api-trouble.toml"
+    ))
+    .unwrap();
+    let p = SimProfile::parse(path, &text).unwrap();
+    assert!(p.has_fault(Fault::ApiErrors) && p.has_fault(Fault::WatchDrops));
+    assert_eq!(p.faults.api_error_rate, 0.1);
+}
+
+#[tokio::test]
+async fn a_wait_ends_at_once_on_a_refused_watch_and_names_the_last_transient_error() {
+    // Refused (404: the simulator serves no Deployments): retrying cannot help.
+    let sim = crate::common::start_sim().await;
+    let client = target::connect(sim.config().await.unwrap(), policy(3))
+        .await
+        .unwrap();
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(client, NS);
+    let mut w = WaitFor::new("test:refused", Duration::from_secs(120), "exist");
+    w.progress_every = None;
+    let err = wait::until(&deployments, "d", &w, |_| "absent".into(), |o| o.is_some())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, wait::WaitError::Watch { .. }),
+        "a 404 must not wait out the budget: {err}"
+    );
+
+    // Transient (every request fails): the budget ends the wait and names the last error.
+    let sim = crate::common::start_platform(|p| {
+        p.faults.enabled = vec![Fault::ApiErrors];
+        p.faults.api_error_rate = 1.0;
+    })
+    .await;
+    let client = retry::client(sim.config().await.unwrap(), policy(2)).unwrap();
+    let secrets: Api<Secret> = Api::namespaced(client, NS);
+    let mut w = WaitFor::new("test:failing", Duration::from_secs(2), "exist");
+    w.progress_every = None;
+    let err = wait::until(&secrets, "s", &w, |_| "unknown".into(), |o| o.is_some())
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        matches!(err, wait::WaitError::Budget { .. }) && text.contains("last watch error"),
+        "{text}"
+    );
+    assert!(text.contains("429") || text.contains("500"), "{text}");
+}
