@@ -439,12 +439,12 @@ fn the_api_trouble_profile_turns_both_faults_on() {
 
 #[tokio::test]
 async fn a_wait_ends_at_once_on_a_refused_watch_and_names_the_last_transient_error() {
-    // Refused (404: the simulator serves no Deployments): retrying cannot help.
+    // Refused (404: the simulator serves no DaemonSets): retrying cannot help.
     let sim = crate::common::start_sim().await;
     let client = target::connect(sim.config().await.unwrap(), policy(3))
         .await
         .unwrap();
-    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(client, NS);
+    let deployments: Api<k8s_openapi::api::apps::v1::DaemonSet> = Api::namespaced(client, NS);
     let mut w = WaitFor::new("test:refused", Duration::from_secs(120), "exist");
     w.progress_every = None;
     let err = wait::until(&deployments, "d", &w, |_| "absent".into(), |o| o.is_some())
