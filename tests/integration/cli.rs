@@ -341,3 +341,31 @@ fn doctor_names_what_is_missing_and_how_to_fix_it() {
     );
     assert!(out.contains("fix: fix the WorkspaceKind"), "{out}");
 }
+
+#[test]
+fn doctor_fails_on_a_broken_simulator_profile_and_says_how_to_fix_it() {
+    // A cluster whose GPU pool was scaled to zero.
+    let dir = tempfile::tempdir().unwrap();
+    let profile = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/sim/default.toml"
+    ))
+    .unwrap();
+    assert!(profile.contains("count = 2\n"));
+    let broken = dir.path().join("no-gpus.toml");
+    std::fs::write(&broken, profile.replacen("count = 2\n", "count = 0\n", 1)).unwrap();
+    let o = wsgate(&[
+        "doctor",
+        "--set",
+        &format!("sim.profile={}", broken.display()),
+    ]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(wsgate::exit_code::TARGET), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("GPU node pool") && l.contains("FAIL")),
+        "{out}"
+    );
+    assert!(out.contains("fix: add a GPU node pool"), "{out}");
+    assert!(out.contains("1 check(s) failed"), "{out}");
+}

@@ -55,6 +55,81 @@ fn a_small_drill_restores_every_workspace_and_reports_the_waits() {
     assert_eq!(r["waited"]["count"], 4);
 }
 
+/// Runs a drill and returns its drill.json.
+fn drill(args: &[&str]) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let reports = format!("reports.dir={}", dir.path().display());
+    let mut all = vec!["drill", "--set", &reports];
+    all.extend(args);
+    let o = wsgate(&all);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let report = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("drill.json"))
+        .find(|p| p.exists())
+        .expect("drill.json written");
+    serde_json::from_str(&std::fs::read_to_string(report).unwrap()).unwrap()
+}
+
+fn assert_all_restored_once(r: &serde_json::Value, n: usize, sampled: usize) {
+    let results = r["results"].as_array().unwrap();
+    assert_eq!(results.len(), n);
+    assert_eq!(
+        results.iter().filter(|x| x["sampled"] == true).count(),
+        sampled
+    );
+    for x in results {
+        assert_eq!(x["max_attempts"], 1, "{x}");
+        let want = if x["sampled"] == true {
+            "Restored"
+        } else {
+            "Restored (platform)"
+        };
+        assert_eq!(x["verdict"], want, "{x}");
+        assert!(x["problem"].is_null(), "{x}");
+    }
+    assert_eq!(r["waited"]["count"], n);
+    assert_eq!(r["to_running"]["count"], n);
+}
+
+#[test]
+fn eight_workspaces_on_two_gpus_all_on_real_jupyter_servers() {
+    let r = drill(&["--workspaces", "8", "--gpus", "2", "--sample", "8"]);
+    assert_all_restored_once(&r, 8, 8);
+    assert_capacity_held(&r, 2);
+}
+
+#[test]
+fn two_hundred_workspaces_on_twenty_gpus_on_the_none_runtime() {
+    let r = drill(&["--workspaces", "200", "--gpus", "20", "--sample", "2"]);
+    assert_all_restored_once(&r, 200, 2);
+    assert_capacity_held(&r, 20);
+}
+
+/// With M GPUs, the (M+1)-th workspace can get a GPU only after some workspace was done
+/// (Running, checked and deleted): no more than M ran at once.
+fn assert_capacity_held(r: &serde_json::Value, gpus: usize) {
+    let sorted = |key: &str| {
+        let mut v: Vec<f64> = r["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x[key].as_f64().unwrap())
+            .collect();
+        v.sort_by(f64::total_cmp);
+        v
+    };
+    let (waited, running) = (sorted("waited"), sorted("to_running"));
+    assert!(
+        waited[gpus] >= running[0],
+        "workspace {} got a GPU after {:.3} s, before any was done ({:.3} s)",
+        gpus + 1,
+        waited[gpus],
+        running[0]
+    );
+}
+
 #[test]
 fn a_drill_needs_fewer_gpus_than_workspaces() {
     for args in [

@@ -1,12 +1,14 @@
 //! `wsgate gate prepare` and `wsgate gate verify` as two separate processes against one
 //! simulator (with the real Jupyter runtime), the state file the only hand-off: a snapshot
 //! that survives gives Restored; one the "upgrade" removed gives the fresh-session warning
-//! (exit 10 with --require-restore); a bad state file or the embedded target is refused.
+//! (exit 10 with --require-restore), and so does a resume onto another GPU model; a bad
+//! state file or the embedded target is refused.
 
 use std::path::Path;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use serde_json::json;
 use wsgate::gate::GateState;
 use wsgate::platform::crd::{PodSnapshot, Workspace};
 use wsgate::sim::{SimHandle, SimOptions};
@@ -162,7 +164,29 @@ async fn prepare_and_verify_in_separate_processes() {
             .is_none()
     );
 
-    // 3. Verify again from the same (now spent) state: the workspace is gone, say so.
+    // 3. The upgrade moved the workspace to nodes with another GPU model (the simulator's
+    //    gpu-model-mismatch fault): the snapshot cannot restore there; a pass with a warning.
+    let o = gate(&kubeconfig, dir.path(), "prepare", &[]).await;
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let state = GateState::read(&state_path).unwrap();
+    workspaces
+        .patch(
+            &state.workspace,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"sim.wsgate.dev/fault": "gpu-model-mismatch"}}})),
+        )
+        .await
+        .unwrap();
+    let o = gate(&kubeconfig, dir.path(), "verify", &[]).await;
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("PASS WITH WARNING"), "{out}");
+    assert!(
+        out.contains("is still Ready"),
+        "the snapshot itself was there: {out}"
+    );
+
+    // 4. Verify again from the same (now spent) state: the workspace is gone, say so.
     let o = gate(&kubeconfig, dir.path(), "verify", &[]).await;
     let out = text(&o);
     assert_eq!(o.status.code(), Some(wsgate::exit_code::TARGET), "{out}");
