@@ -56,6 +56,7 @@ pub struct State {
 /// check that a client met the faults and resumed watches instead of listing again.
 #[derive(Debug, Default)]
 pub struct FaultCounters {
+    requests: AtomicU64,
     throttled: AtomicU64,
     failed: AtomicU64,
     failed_after_apply: AtomicU64,
@@ -67,6 +68,8 @@ pub struct FaultCounters {
 /// A snapshot of [`FaultCounters`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FaultCounts {
+    /// Resource requests (`/api/...`, `/apis/...`) received, discovery included.
+    pub requests: u64,
     /// Requests answered 429 (with `Retry-After: 1`).
     pub throttled: u64,
     /// Requests answered 500, those in `failed_after_apply` included.
@@ -85,6 +88,7 @@ impl FaultCounters {
     pub fn snapshot(&self) -> FaultCounts {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         FaultCounts {
+            requests: get(&self.requests),
             throttled: get(&self.throttled),
             failed: get(&self.failed),
             failed_after_apply: get(&self.failed_after_apply),
@@ -255,6 +259,9 @@ async fn bucket_objects(
 async fn inject_errors(AxState(state): AxState<State>, req: Request, next: Next) -> Response {
     let rate = state.faults.error_rate;
     let eligible = req.uri().path().starts_with("/api");
+    if eligible {
+        state.counters.requests.fetch_add(1, Ordering::Relaxed);
+    }
     if rate > 0.0 && eligible {
         use rand::RngExt;
         let roll: f64 = rand::rng().random();
