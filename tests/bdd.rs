@@ -32,6 +32,8 @@ const ALL_PASS: &[(&str, &str, &str)] = &[
     ("invalidates the snapshot", "passed", ""),
     ("3 paused workspaces", "passed", ""),
     ("4 paused workspaces", "passed", ""),
+    ("checkpoint fails", "passed", ""),
+    ("GPU model changed", "passed", ""),
 ];
 
 const CASES: &[Case] = &[
@@ -71,6 +73,9 @@ const CASES: &[Case] = &[
             ("invalidates the snapshot", "passed", ""),
             ("3 paused workspaces", "failed", "not restored"),
             ("4 paused workspaces", "failed", "FreshSession (platform)"),
+            // These expect a cold start already: a silent one changes nothing.
+            ("checkpoint fails", "passed", ""),
+            ("GPU model changed", "passed", ""),
         ],
     },
     Case {
@@ -97,6 +102,16 @@ const CASES: &[Case] = &[
             // platform's restore condition, which a file loss does not touch.
             ("3 paused workspaces", "failed", "FilesLost"),
             ("4 paused workspaces", "passed", ""),
+            (
+                "checkpoint fails",
+                "failed",
+                "verdict FilesLost, expected FreshSession",
+            ),
+            (
+                "GPU model changed",
+                "failed",
+                "verdict FilesLost, expected FreshSession",
+            ),
         ],
     },
     Case {

@@ -125,3 +125,24 @@ pub async fn restore_event(
             message: e.message.unwrap_or_default(),
         }))
 }
+
+/// Why a snapshot's checkpoint failed: its `Checkpoint=False` (or `Ready=False/Failed`)
+/// condition as `reason: message` (gke-pod-snapshots.md). `None` while it has not failed.
+pub fn checkpoint_failure(s: &PodSnapshot) -> Option<String> {
+    let conditions = s.status.as_ref()?.get("conditions")?.as_array()?;
+    let field = |c: &serde_json::Value, k: &str| {
+        c.get(k).and_then(|v| v.as_str()).unwrap_or("").to_string()
+    };
+    conditions
+        .iter()
+        .find(|c| {
+            field(c, "status") == "False"
+                && (field(c, "type") == "Checkpoint"
+                    || (field(c, "type") == "Ready" && field(c, "reason") == "Failed"))
+        })
+        .map(|c| match (field(c, "reason"), field(c, "message")) {
+            (r, m) if m.is_empty() => r,
+            (r, m) if r.is_empty() => m,
+            (r, m) => format!("{r}: {m}"),
+        })
+}

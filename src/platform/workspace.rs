@@ -205,3 +205,50 @@ pub fn jupyter_url(pod: &Pod, namespace: &str, name: &str) -> Option<String> {
         path_prefix(namespace, name)
     ))
 }
+
+/// Sets one annotation on the Workspace with a merge patch.
+pub async fn annotate(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    key: &str,
+    value: &str,
+) -> Result<(), WorkspaceError> {
+    let api: Api<Workspace> = Api::namespaced(client.clone(), namespace);
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {key: value}}})),
+    )
+    .await
+    .map_err(api_err("annotate", format!("Workspace {name}")))?;
+    Ok(())
+}
+
+/// The Warning events about the Workspace, oldest first, as `reason: message`.
+pub async fn warnings(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Vec<String>, WorkspaceError> {
+    let api: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), namespace);
+    let list = api
+        .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
+        .await
+        .map_err(api_err("list events of", format!("Workspace {name}")))?;
+    Ok(list
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.type_.as_deref() == Some("Warning")
+                && e.involved_object.kind.as_deref() == Some("Workspace")
+        })
+        .map(|e| {
+            format!(
+                "{}: {}",
+                e.reason.unwrap_or_default(),
+                e.message.unwrap_or_default()
+            )
+        })
+        .collect())
+}

@@ -2,6 +2,7 @@
 
 pub mod capacity;
 pub mod drill;
+pub mod failure;
 pub mod gate;
 pub mod kernel;
 pub mod workspace;
