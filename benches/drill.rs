@@ -138,6 +138,12 @@ fn main() {
             WORKSPACES,
             imposed / 1000.0 / f64::from(GPUS)
         );
+        for r in &reactions {
+            println!(
+                "  {:<20} {:<26} {:>6} reconciles, lag p50 {:>7.2} ms, p99 {:>8.2} ms, max {:>8.1} ms; busy {:>7.0} ms",
+                r.controller, r.kind, r.reconciles, r.lag_p50_ms, r.lag_p99_ms, r.lag_max_ms, r.busy_total_ms
+            );
+        }
         println!(
             "RSS (harness and simulator in one process): {rss_before:.0} MiB before, \
              {rss_after:.0} MiB after"
