@@ -17,7 +17,11 @@ pub struct Problem {
 
 impl std::fmt::Display for Problem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}: {}", self.file.display(), self.line, self.message)
+        if self.line == 0 {
+            write!(f, "{}: {}", self.file.display(), self.message)
+        } else {
+            write!(f, "{}:{}: {}", self.file.display(), self.line, self.message)
+        }
     }
 }
 
@@ -82,9 +86,69 @@ fn expanded(scenario: &gherkin::Scenario) -> Vec<(gherkin::Step, usize)> {
     out
 }
 
+/// Why the gherkin parser refused `file`, at the line it names where it names one.
+fn parse_problem(file: &Path, err: gherkin::ParseFileError) -> Problem {
+    match err {
+        gherkin::ParseFileError::Reading { source, .. } => Problem {
+            file: file.to_path_buf(),
+            line: 0,
+            message: format!("cannot read the feature file: {source}"),
+        },
+        gherkin::ParseFileError::Parsing { error, source, .. } => {
+            // The parser's error displays as "Error at LINE:COL: {expected tokens}"; the line
+            // goes into `line`, and a keyword or table problem it recorded comes first.
+            let text = source.to_string();
+            let (line, col, expected) = text
+                .strip_prefix("Error at ")
+                .and_then(|rest| {
+                    let (pos, expected) = rest.split_once(": ")?;
+                    let (line, col) = pos.split_once(':')?;
+                    Some((line.parse().ok()?, col.to_owned(), expected.to_owned()))
+                })
+                .unwrap_or((0, String::new(), text.clone()));
+            let mut message = String::from("malformed feature file: ");
+            if let Some(e) = error {
+                message.push_str(&format!("{e}; "));
+            }
+            if col.is_empty() {
+                message.push_str(&format!("expected one of {expected}"));
+            } else {
+                message.push_str(&format!("at column {col}, expected one of {expected}"));
+            }
+            Problem {
+                file: file.to_path_buf(),
+                line,
+                message,
+            }
+        }
+    }
+}
+
+/// The gherkin parser refuses a blank line between a line of tags and what they tag with a
+/// baffling "unknown keyword" pointing elsewhere; name that line instead. `None` when the file
+/// has no such line.
+fn blank_line_after_tags(file: &Path) -> Option<Problem> {
+    let text = std::fs::read_to_string(file).ok()?;
+    let lines: Vec<&str> = text.lines().collect();
+    let i = (1..lines.len())
+        .find(|&i| lines[i - 1].trim_start().starts_with('@') && lines[i].trim().is_empty())?;
+    Some(Problem {
+        file: file.to_path_buf(),
+        line: i + 1,
+        message: "malformed feature file: a blank line between tags and what they tag (the Gherkin parser refuses it; remove it)".into(),
+    })
+}
+
 /// Checks every feature file; returns the number of scenarios, or every problem found.
 pub fn check(dir: &Path) -> Result<usize, Vec<Problem>> {
-    let steps = <WsWorld as cucumber::World>::collection();
+    check_with(dir, &<WsWorld as cucumber::World>::collection())
+}
+
+/// [`check`] against a given step collection (building one compiles every step's pattern).
+fn check_with(
+    dir: &Path,
+    steps: &cucumber::step::Collection<WsWorld>,
+) -> Result<usize, Vec<Problem>> {
     let mut problems = Vec::new();
     let mut scenarios = 0;
     let found = files(dir);
@@ -99,14 +163,26 @@ pub fn check(dir: &Path) -> Result<usize, Vec<Problem>> {
         let feature = match gherkin::Feature::parse_path(&file, GherkinEnv::default()) {
             Ok(f) => f,
             Err(e) => {
-                problems.push(Problem {
-                    file: file.clone(),
-                    line: 0,
-                    message: format!("malformed feature file: {e}"),
-                });
+                problems
+                    .push(blank_line_after_tags(&file).unwrap_or_else(|| parse_problem(&file, e)));
                 continue;
             }
         };
+        let scenario_count = feature.scenarios.len()
+            + feature
+                .rules
+                .iter()
+                .map(|r| r.scenarios.len())
+                .sum::<usize>();
+        if scenario_count == 0 {
+            problems.push(Problem {
+                file: file.clone(),
+                line: feature.position.line,
+                message:
+                    "the feature has no scenarios (a misspelt keyword reads as description text)"
+                        .into(),
+            });
+        }
         let background: Vec<gherkin::Step> = feature
             .background
             .iter()
@@ -118,6 +194,26 @@ pub fn check(dir: &Path) -> Result<usize, Vec<Problem>> {
             .chain(feature.rules.iter().flat_map(|r| r.scenarios.iter()));
         for scenario in all_scenarios {
             scenarios += 1;
+            let outline = matches!(
+                scenario.keyword.trim(),
+                "Scenario Outline" | "Scenario Template"
+            );
+            let has_rows = scenario
+                .examples
+                .iter()
+                .any(|e| e.table.as_ref().is_some_and(|t| t.rows.len() > 1));
+            if outline && !has_rows {
+                problems.push(Problem {
+                    file: file.clone(),
+                    line: scenario.position.line,
+                    message: format!(
+                        "{}: {} has no Examples rows, so its <placeholders> are never filled",
+                        scenario.keyword.trim(),
+                        scenario.name
+                    ),
+                });
+                continue;
+            }
             let mut to_check: Vec<(gherkin::Step, usize)> = background
                 .iter()
                 .map(|s| (s.clone(), s.position.line))
@@ -150,3 +246,6 @@ pub fn check(dir: &Path) -> Result<usize, Vec<Problem>> {
         Err(problems)
     }
 }
+
+#[cfg(test)]
+mod fuzz;

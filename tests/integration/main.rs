@@ -2,6 +2,7 @@
 //! embedded simulator over HTTPS, real `jupyter server` processes, real files).
 
 mod api_trouble;
+mod bad_features;
 mod cleanup;
 mod cli;
 mod common;
@@ -9,6 +10,7 @@ mod config;
 mod deploy;
 mod drill;
 mod gate;
+mod interrupt;
 mod kubectl;
 mod python_client;
 mod rbac;

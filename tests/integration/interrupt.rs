@@ -1,0 +1,275 @@
+//! Interruption in each phase of a real run against a standalone simulator: SIGINT or SIGTERM
+//! while a workspace is created, paused (checkpoint), resumed (restore) and cleaned up ends
+//! with the interrupted code, the reports written, and no labelled object left; after SIGKILL,
+//! `wsgate janitor --run-id` removes what the run left.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, ResourceQuota, Secret};
+use kube::api::{Api, ListParams};
+use wsgate::platform::crd::{PodSnapshot, Workspace};
+
+const NS: &str = "wsgate-test";
+const LABEL: &str = "app.kubernetes.io/managed-by=wsgate";
+
+/// Platform steps only (no kernel), so the `none` runtime serves it: create, pause with a
+/// checkpoint, resume with a restore; the run's cleanup follows the last step.
+const FEATURE: &str = "Feature: interrupted
+  Scenario: pause and resume
+    Given a snapshot-enabled GPU workspace is Running
+    When the workspace is paused
+    Then the workspace is Paused within the \"pause_to_paused\" budget
+    And the workspace's PodSnapshot is Ready
+    When the workspace is resumed
+    Then the workspace is Running within the \"resume_to_running\" budget
+";
+
+/// A working directory holding the feature above and a link to the project's fixtures.
+fn workdir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("features")).unwrap();
+    std::fs::write(dir.path().join("features/interrupted.feature"), FEATURE).unwrap();
+    std::os::unix::fs::symlink(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures"),
+        dir.path().join("fixtures"),
+    )
+    .unwrap();
+    dir
+}
+
+/// `wsgate run` against the simulator's kubeconfig, stdout piped so its steps can be read.
+fn spawn_run(work: &Path, kc: &Path, reports: &Path) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_wsgate"))
+        .current_dir(work)
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("GITHUB_STEP_SUMMARY")
+        .args([
+            "run",
+            "--target",
+            "cluster",
+            "--namespace",
+            NS,
+            "--kubeconfig",
+        ])
+        .arg(kc)
+        .arg("--reports")
+        .arg(reports)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Reads the child's stdout on a thread; each line goes to the returned channel.
+fn lines(child: &mut Child) -> tokio::sync::mpsc::UnboundedReceiver<String> {
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Waits for a line containing `needle`; returns every line read so far. Ends with a panic
+/// naming what was seen if stdout closes first or 60 s pass.
+async fn wait_for_line(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<String>,
+    seen: &mut Vec<String>,
+    needle: &str,
+) {
+    let found = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(line) = rx.recv().await {
+            let hit = line.contains(needle);
+            seen.push(line);
+            if hit {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert!(
+        matches!(found, Ok(true)),
+        "no line with {needle:?}:\n{}",
+        seen.join("\n")
+    );
+}
+
+/// The labelled objects of every kind the harness creates or causes, by `selector`.
+async fn labelled(client: &kube::Client, selector: &str) -> Vec<String> {
+    let lp = ListParams::default().labels(selector);
+    let mut out = Vec::new();
+    macro_rules! list {
+        ($k:ty) => {
+            let api: Api<$k> = Api::namespaced(client.clone(), NS);
+            for o in api.list(&lp).await.unwrap().items {
+                out.push(format!(
+                    "{} {}",
+                    stringify!($k),
+                    o.metadata.name.unwrap_or_default()
+                ));
+            }
+        };
+    }
+    list!(Workspace);
+    list!(Pod);
+    list!(PodSnapshot);
+    list!(ResourceQuota);
+    list!(PersistentVolumeClaim);
+    list!(Secret);
+    out
+}
+
+fn signal(child: &Child, sig: i32) {
+    // SAFETY: kill(2) on our own child's pid, which has not been waited for yet.
+    unsafe {
+        libc::kill(child.id() as i32, sig);
+    }
+}
+
+/// When to interrupt: once a labelled workspace exists, or once a step line is printed.
+enum When {
+    WorkspaceExists,
+    AfterStep(&'static str),
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigint_and_sigterm_in_each_phase_leave_nothing_and_write_reports() {
+    // Pods take 1.5 s to terminate, so the run's cleanup (which waits for the workspace's pod
+    // to go) is still under way when the signal sent after the last step arrives.
+    let sim = crate::common::start_platform(|p| p.timing.termination_ms = 1_500).await;
+    let work = workdir();
+    let kc = work.path().join("kc.yaml");
+    sim.write_kubeconfig(&kc).unwrap();
+    let client = sim.client().await.unwrap();
+    let workspaces: Api<Workspace> = Api::namespaced(client.clone(), NS);
+    let phases = [
+        ("creating", When::WorkspaceExists, libc::SIGINT),
+        (
+            "pausing",
+            When::AfterStep("When the workspace is paused"),
+            libc::SIGTERM,
+        ),
+        (
+            "resuming",
+            When::AfterStep("When the workspace is resumed"),
+            libc::SIGINT,
+        ),
+        (
+            "cleaning up",
+            When::AfterStep("resume_to_running"),
+            libc::SIGTERM,
+        ),
+    ];
+    for (phase, when, sig) in phases {
+        let reports = work
+            .path()
+            .join(format!("reports-{}", phase.replace(' ', "-")));
+        let mut child = spawn_run(work.path(), &kc, &reports);
+        let mut rx = lines(&mut child);
+        let mut seen = Vec::new();
+        match when {
+            When::WorkspaceExists => {
+                let lp = ListParams::default().labels(LABEL);
+                let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+                while workspaces.list(&lp).await.unwrap().items.is_empty() {
+                    assert!(
+                        tokio::time::Instant::now() < deadline,
+                        "{phase}: the run created no workspace within 60 s"
+                    );
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+            When::AfterStep(step) => wait_for_line(&mut rx, &mut seen, step).await,
+        }
+        signal(&child, sig);
+        let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+            .await
+            .unwrap()
+            .unwrap();
+        while let Ok(line) = rx.try_recv() {
+            seen.push(line);
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(wsgate::exit_code::INTERRUPTED),
+            "{phase}: {}\n{stderr}",
+            seen.join("\n")
+        );
+        assert!(stderr.contains("interrupted"), "{phase}: {stderr}");
+        let left = labelled(&client, LABEL).await;
+        assert!(left.is_empty(), "{phase}: left behind: {left:?}");
+        let report = std::fs::read_dir(&reports)
+            .unwrap_or_else(|e| panic!("{phase}: no reports directory: {e}"))
+            .flatten()
+            .map(|d| d.path().join("report.json"))
+            .find(|p| p.exists())
+            .unwrap_or_else(|| panic!("{phase}: no report.json"));
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        assert_eq!(
+            json["exit_code"],
+            wsgate::exit_code::INTERRUPTED,
+            "{phase}: the report says the run was interrupted"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_sigkill_the_janitor_removes_what_the_run_left() {
+    let sim = crate::common::start_platform(|_| {}).await;
+    let work = workdir();
+    let kc = work.path().join("kc.yaml");
+    sim.write_kubeconfig(&kc).unwrap();
+    let client = sim.client().await.unwrap();
+    let mut child = spawn_run(work.path(), &kc, &work.path().join("reports"));
+    let mut rx = lines(&mut child);
+    let mut seen = Vec::new();
+    wait_for_line(&mut rx, &mut seen, "When the workspace is paused").await;
+    signal(&child, libc::SIGKILL);
+    let status = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), None, "SIGKILL ends the run without a word");
+    let run_id = seen
+        .iter()
+        .find_map(|l| l.strip_prefix("run id: "))
+        .unwrap_or_else(|| panic!("no run id printed:\n{}", seen.join("\n")))
+        .trim()
+        .to_owned();
+    let by_run = format!("wsgate.dev/run-id={run_id}");
+    let left = labelled(&client, &by_run).await;
+    assert!(
+        left.iter().any(|o| o.starts_with("Workspace ")),
+        "a killed run leaves its workspace: {left:?}"
+    );
+    let kc_arg = kc.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_wsgate"))
+            .env_remove("KUBECONFIG")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .args(["janitor", "--target", "cluster", "--namespace", NS])
+            .arg("--kubeconfig")
+            .arg(&kc_arg)
+            .args(["--run-id", &run_id])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{}", crate::common::text(&out));
+    let left = labelled(&client, &by_run).await;
+    assert!(left.is_empty(), "the janitor left: {left:?}");
+    let left = labelled(&client, LABEL).await;
+    assert!(left.is_empty(), "the janitor left: {left:?}");
+}
