@@ -41,6 +41,8 @@ pub struct WsWorld {
     pub snapshot_uid: Option<String>,
     /// The most pods the workspace had at once while waiting (restore attempts).
     pub max_pods_seen: usize,
+    /// The pod watch started at the resume, counting restore attempts in flight.
+    pub attempts: Option<crate::platform::attempts::AttemptWatch>,
     /// What the scenario did, line by line, for the report's system-out.
     pub log: Vec<String>,
     /// The release gate's state file, once prepared.
@@ -78,6 +80,7 @@ impl WsWorld {
             node_before_pause: None,
             snapshot_uid: None,
             max_pods_seen: 0,
+            attempts: None,
             log: Vec::new(),
             gate_state: None,
             gate_outcome: None,

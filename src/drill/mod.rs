@@ -7,22 +7,20 @@
 
 pub mod stats;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams};
-use kube::runtime::{WatchStreamExt, watcher};
 use serde::Serialize;
 
 use crate::config::Config;
 use crate::gate::{self, GateError};
+use crate::platform::attempts::AttemptWatch;
 use crate::platform::crd::{Workspace, WorkspaceState};
 use crate::platform::ledger::Ledger;
 use crate::platform::wait::{self, WaitFor};
-use crate::platform::workspace::{self as ws, NewWorkspace, WORKSPACE_LABEL};
+use crate::platform::workspace::{self as ws, NewWorkspace};
 use crate::platform::{gpu, snapshots};
 use crate::session::{Evidence, MarkerPlan, Nonce, PlatformEvidence, Secret};
 use crate::verdict::{self, VerdictKind};
@@ -219,19 +217,11 @@ pub async fn run(
     progress(&format!("all {} workspaces Paused", prepared.len()));
 
     // 2. Watch the pods, then resume them all at the same moment.
-    let seen = Arc::new(Mutex::new(PodLog::default()));
-    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-    let watch = tokio::spawn(watch_pods(
-        Api::namespaced(client.clone(), &ns),
-        seen.clone(),
-        ready_tx,
-    ));
-    ready_rx
+    let watch = AttemptWatch::start(client, &ns)
         .await
-        .map_err(|_| DrillError::Watch("the pod watch ended before its first list".into()))?
         .map_err(DrillError::Watch)?;
     let started = Instant::now();
-    seen.lock().unwrap_or_else(|e| e.into_inner()).resumed_at = Some(started);
+    watch.mark_resumed();
     let resumes = prepared
         .iter()
         .map(|p| ws::set_paused(client, &ns, &p.new.name, false));
@@ -250,11 +240,9 @@ pub async fn run(
         .iter()
         .map(|p| finish_one(client, cfg, p, started, budget, progress));
     let mut results = futures::future::join_all(finish).await;
-    watch.abort();
-    let log = seen.lock().unwrap_or_else(|e| e.into_inner());
     for r in &mut results {
-        r.waited = log.scheduled.get(&r.name).map(|t| *t - started);
-        r.max_attempts = log.max_alive.get(&r.name).copied().unwrap_or(0);
+        r.waited = watch.scheduled(&r.name).map(|t| t - started);
+        r.max_attempts = watch.max_alive(&r.name);
         if r.max_attempts > 1 && r.problem.is_none() {
             r.problem = Some(format!(
                 "{} restore attempts were in flight at once",
@@ -499,92 +487,4 @@ async fn check(
     let v = verdict::decide(&m.before, &after, &platform);
     let problem = (v.kind != VerdictKind::Restored).then(|| v.decided_by.join("; "));
     Ok((v.kind.to_string(), problem))
-}
-
-/// What the pod watch saw: per workspace, when its first post-resume pod was bound, and the
-/// most pods it had alive at once.
-#[derive(Default)]
-struct PodLog {
-    resumed_at: Option<Instant>,
-    alive: HashMap<String, BTreeSet<String>>,
-    max_alive: HashMap<String, usize>,
-    scheduled: HashMap<String, Instant>,
-}
-
-impl PodLog {
-    fn apply(&mut self, pod: &Pod) {
-        let Some(ws) = pod
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(WORKSPACE_LABEL))
-        else {
-            return;
-        };
-        let uid = pod.metadata.uid.clone().unwrap_or_default();
-        let alive = self.alive.entry(ws.clone()).or_default();
-        if pod.metadata.deletion_timestamp.is_some() {
-            alive.remove(&uid);
-        } else {
-            alive.insert(uid);
-        }
-        let n = alive.len();
-        if self.resumed_at.is_some() {
-            let max = self.max_alive.entry(ws.clone()).or_default();
-            *max = (*max).max(n);
-            let bound = pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_name.as_ref())
-                .is_some();
-            if bound && pod.metadata.deletion_timestamp.is_none() {
-                self.scheduled
-                    .entry(ws.clone())
-                    .or_insert_with(Instant::now);
-            }
-        }
-    }
-
-    fn delete(&mut self, pod: &Pod) {
-        if let (Some(ws), Some(uid)) = (
-            pod.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(WORKSPACE_LABEL)),
-            pod.metadata.uid.as_ref(),
-        ) && let Some(alive) = self.alive.get_mut(ws)
-        {
-            alive.remove(uid);
-        }
-    }
-}
-
-async fn watch_pods(
-    api: Api<Pod>,
-    log: Arc<Mutex<PodLog>>,
-    ready: tokio::sync::oneshot::Sender<Result<(), String>>,
-) {
-    let mut ready = Some(ready);
-    let mut stream = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .boxed();
-    while let Some(ev) = stream.next().await {
-        let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
-        match ev {
-            Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => log.apply(&p),
-            Ok(watcher::Event::Delete(p)) => log.delete(&p),
-            Ok(watcher::Event::Init) => {}
-            Ok(watcher::Event::InitDone) => {
-                if let Some(r) = ready.take() {
-                    let _ = r.send(Ok(()));
-                }
-            }
-            Err(e) => {
-                tracing::debug!(error = %e, "drill pod watch error; resuming");
-            }
-        }
-    }
-    if let Some(r) = ready.take() {
-        let _ = r.send(Err("the pod watch ended".into()));
-    }
 }

@@ -1,6 +1,7 @@
 //! The cluster side (kube-rs): the platform's custom resource types and, in later modules,
 //! workspace lifecycle, pods, events, snapshots, GPU capacity and the cleanup ledger.
 
+pub mod attempts;
 pub mod crd;
 pub mod doctor;
 pub mod gpu;

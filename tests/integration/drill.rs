@@ -148,3 +148,69 @@ fn a_drill_needs_fewer_gpus_than_workspaces() {
         assert!(text(&o).contains("a drill needs 0 < M < N"), "{}", text(&o));
     }
 }
+
+/// The pod watch behind "at most one restore attempt": with fault duplicate-restore-attempts
+/// it sees the second attempt, although the add-on removes it as soon as the first is Ready.
+#[tokio::test]
+async fn the_attempt_watch_sees_a_duplicate_restore_attempt_that_is_cleaned_up() {
+    use kube::api::Api;
+    use wsgate::platform::attempts::AttemptWatch;
+    use wsgate::platform::crd::{Workspace, WorkspaceState};
+    use wsgate::platform::ledger::Ledger;
+    use wsgate::platform::wait::{self, WaitFor};
+    use wsgate::platform::workspace::{self as ws, NewWorkspace};
+
+    let sim = crate::common::start_platform(|_| {}).await;
+    let client = sim.client().await.unwrap();
+    let api: Api<Workspace> = Api::namespaced(client.clone(), "wsgate-test");
+    let state = |name: &'static str, s: WorkspaceState| {
+        let api = api.clone();
+        async move {
+            let mut w = WaitFor::new("test", std::time::Duration::from_secs(60), "change");
+            w.progress_every = None;
+            wait::until(&api, name, &w, ws::describe, |o| ws::is_state(o, s))
+                .await
+                .unwrap();
+        }
+    };
+    let mut maxima = Vec::new();
+    for (name, fault) in [
+        ("attempts-a", None),
+        ("attempts-b", Some("duplicate-restore-attempts")),
+    ] {
+        let new = NewWorkspace {
+            namespace: "wsgate-test".into(),
+            name: name.into(),
+            kind: "jupyterlab-resumable".into(),
+            image_config: "jupyter-pytorch-cuda-full:v1.10.0".into(),
+            pod_config: "gpu_t4".into(),
+            home_pvc: format!("{name}-home"),
+            home_size: "1Gi".into(),
+            labels: Default::default(),
+            annotations: fault
+                .map(|f| [("sim.wsgate.dev/fault".to_string(), f.to_string())].into())
+                .unwrap_or_default(),
+        };
+        let mut ledger = Ledger::default();
+        ws::create_home(&client, &mut ledger, &new).await.unwrap();
+        ws::create(&client, &mut ledger, &new).await.unwrap();
+        state(name, WorkspaceState::Running).await;
+        ws::set_paused(&client, "wsgate-test", name, true)
+            .await
+            .unwrap();
+        state(name, WorkspaceState::Paused).await;
+        let watch = AttemptWatch::start(&client, "wsgate-test").await.unwrap();
+        watch.mark_resumed();
+        ws::set_paused(&client, "wsgate-test", name, false)
+            .await
+            .unwrap();
+        state(name, WorkspaceState::Running).await;
+        maxima.push(watch.max_alive(name));
+        assert!(watch.scheduled(name).is_some());
+    }
+    assert_eq!(
+        maxima,
+        vec![1, 2],
+        "attempts alive at once: healthy, duplicated"
+    );
+}

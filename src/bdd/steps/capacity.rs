@@ -75,6 +75,9 @@ async fn one_attempt(w: &mut WsWorld) -> StepResult {
         .await
         .map_err(|e| e.to_string())?;
     w.max_pods_seen = w.max_pods_seen.max(pods.len());
+    if let Some(watch) = &w.attempts {
+        w.max_pods_seen = w.max_pods_seen.max(watch.max_alive(&new.name));
+    }
     if w.max_pods_seen <= 1 {
         Ok(())
     } else {

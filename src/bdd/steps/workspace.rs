@@ -125,6 +125,13 @@ async fn resume(w: &mut WsWorld) -> StepResult {
         .filter(|s| snapshots::is_ready(s))
         .max_by_key(|s| s.metadata.creation_timestamp.clone())
         .and_then(|s| s.metadata.uid.clone());
+    // Every pod of the workspace from here on is a restore attempt: watch them all, so that
+    // one cleaned up before a later step looks still counts.
+    let watch = crate::platform::attempts::AttemptWatch::start(&w.ctx.client, &new.namespace)
+        .await
+        .map_err(|e| format!("cannot watch the workspace's pods: {e}"))?;
+    watch.mark_resumed();
+    w.attempts = Some(watch);
     w.mark(Mark::ResumeRequested, w.snapshot_uid.clone());
     ws::set_paused(&w.ctx.client, &new.namespace, &new.name, false)
         .await
