@@ -112,15 +112,8 @@ impl WsWorld {
 
     /// A budget from the configuration by name.
     pub fn budget(&self, name: &str) -> Result<Duration, String> {
-        self.ctx
-            .config
-            .budgets
-            .named()
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, b)| b.duration())
-            .ok_or_else(|| {
-                format!("unknown budget {name:?}: see [budgets] in `wsgate run --dry-run`")
-            })
+        crate::gate::budget(&self.ctx.config, name).map_err(|_| {
+            format!("unknown budget {name:?}: see [budgets] in `wsgate run --dry-run`")
+        })
     }
 }

@@ -7,7 +7,7 @@ use clap::Args;
 
 use super::CommandError;
 use crate::cli::TargetArgs;
-use crate::config::{self, LoadRequest, Override, TargetKind};
+use crate::config::TargetKind;
 use crate::platform::doctor::{self, Status};
 use crate::platform::target;
 
@@ -27,16 +27,7 @@ pub struct DoctorArgs {
 }
 
 pub async fn doctor(args: DoctorArgs) -> Result<i32, CommandError> {
-    let mut overrides = args.target.overrides();
-    for s in &args.set {
-        overrides.push(Override::from_assignment(s, "--set")?);
-    }
-    let cfg = config::load(&LoadRequest {
-        profile: args.profile.clone(),
-        env: std::env::vars().collect(),
-        overrides,
-    })?
-    .config;
+    let cfg = super::load_config(&args.target, args.profile.as_deref(), None, &args.set)?.config;
     let retry = crate::platform::retry::RetryPolicy::from_config(&cfg.api);
     let (client, sim) = match cfg.target.kind {
         TargetKind::Sim => {

@@ -9,7 +9,7 @@ use clap::Args;
 
 use super::CommandError;
 use crate::cli::TargetArgs;
-use crate::config::{self, LoadRequest, Override, TargetKind};
+use crate::config::TargetKind;
 use crate::drill::{self, DrillPlan};
 use crate::platform::ledger::{self, CleanupOutcome, Ledger};
 use crate::platform::target;
@@ -55,22 +55,12 @@ pub async fn drill(args: DrillArgs) -> Result<i32, CommandError> {
             args.sample, args.workspaces
         )));
     }
-    let mut overrides = args.target.overrides();
-    if let Some(r) = &args.reports {
-        overrides.push(Override::new(
-            "reports.dir",
-            r.display().to_string(),
-            "--reports",
-        ));
-    }
-    for s in &args.set {
-        overrides.push(Override::from_assignment(s, "--set")?);
-    }
-    let resolved = config::load(&LoadRequest {
-        profile: args.profile.clone(),
-        env: std::env::vars().collect(),
-        overrides,
-    })?;
+    let resolved = super::load_config(
+        &args.target,
+        args.profile.as_deref(),
+        args.reports.as_deref(),
+        &args.set,
+    )?;
     let cfg = resolved.config;
     let run_id = super::run::new_run_id();
     let retry = crate::platform::retry::RetryPolicy::from_config(&cfg.api);

@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 
 use super::CommandError;
 use crate::cli::TargetArgs;
-use crate::config::{self, Config, LoadRequest, Override, TargetKind};
+use crate::config::{Config, TargetKind};
 use crate::gate::{self, GateState, GateVerdict, PrepareOptions, VerifyOptions};
 use crate::platform::target;
 
@@ -70,22 +70,12 @@ pub struct VerifyArgs {
 /// The resolved config and a client for the cluster (the simulator is refused: it would
 /// not outlive prepare's process).
 async fn connect(common: &CommonArgs) -> Result<(Config, kube::Client, String), CommandError> {
-    let mut overrides = common.target.overrides();
-    if let Some(r) = &common.reports {
-        overrides.push(Override::new(
-            "reports.dir",
-            r.display().to_string(),
-            "--reports",
-        ));
-    }
-    for s in &common.set {
-        overrides.push(Override::from_assignment(s, "--set")?);
-    }
-    let resolved = config::load(&LoadRequest {
-        profile: common.profile.clone(),
-        env: std::env::vars().collect(),
-        overrides,
-    })?;
+    let resolved = super::load_config(
+        &common.target,
+        common.profile.as_deref(),
+        common.reports.as_deref(),
+        &common.set,
+    )?;
     for w in &resolved.warnings {
         eprintln!("warning: {w}");
     }

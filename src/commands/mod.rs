@@ -76,6 +76,33 @@ impl CommandError {
     }
 }
 
+/// Resolves the configuration for a command: the embedded defaults, `profile`, the
+/// environment, then the target flags, `--reports` and every `--set`, in that order.
+pub(crate) fn load_config(
+    target: &crate::cli::TargetArgs,
+    profile: Option<&std::path::Path>,
+    reports: Option<&std::path::Path>,
+    set: &[String],
+) -> Result<crate::config::Resolved, CommandError> {
+    use crate::config::Override;
+    let mut overrides = target.overrides();
+    if let Some(r) = reports {
+        overrides.push(Override::new(
+            "reports.dir",
+            r.display().to_string(),
+            "--reports",
+        ));
+    }
+    for s in set {
+        overrides.push(Override::from_assignment(s, "--set")?);
+    }
+    Ok(crate::config::load(&crate::config::LoadRequest {
+        profile: profile.map(std::path::Path::to_path_buf),
+        env: std::env::vars().collect(),
+        overrides,
+    })?)
+}
+
 /// Runs one subcommand and returns its exit code, or the error that ended it.
 pub async fn dispatch(command: Command) -> Result<i32, CommandError> {
     match command {

@@ -4,8 +4,7 @@
 //! another one. Written atomically with mode 0600.
 
 use std::fs;
-use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io;
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
@@ -13,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::platform::ledger::Ledger;
 use crate::session::marker::SealedNonce;
+use crate::session::probe_state::write_private_json;
 use crate::session::protocol::MarkerPlan;
 use crate::verdict::Evidence;
 
@@ -113,27 +113,11 @@ impl GateState {
         Ok(state)
     }
 
-    /// Writes the state file atomically (a temporary file beside it, then a rename).
+    /// Writes the state file atomically, mode 0600 (see `write_private_json`).
     pub fn write(&self, path: &Path) -> Result<(), StateError> {
-        let err = |source| StateError::Write {
+        write_private_json(path, self).map_err(|source| StateError::Write {
             path: path.to_owned(),
             source,
-        };
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            fs::create_dir_all(dir).map_err(err)?;
-        }
-        let text = serde_json::to_string_pretty(self).map_err(|e| err(io::Error::other(e)))?;
-        let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-        let mut file = fs::OpenOptions::new()
-            .create(true)
-            .truncate(true)
-            .write(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(err)?;
-        file.write_all(text.as_bytes()).map_err(err)?;
-        file.write_all(b"\n").map_err(err)?;
-        file.sync_all().map_err(err)?;
-        fs::rename(&tmp, path).map_err(err)
+        })
     }
 }

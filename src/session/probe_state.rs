@@ -93,22 +93,29 @@ impl ProbeState {
 
     /// Writes the state file atomically (a temporary file beside it, then a rename).
     pub fn write(&self, path: &Path) -> Result<(), StateFileError> {
-        let err = |source| StateFileError::Write {
+        write_private_json(path, self).map_err(|source| StateFileError::Write {
             path: path.to_owned(),
             source,
-        };
-        let text = serde_json::to_string_pretty(self).map_err(|e| err(io::Error::other(e)))?;
-        let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-        let mut file = fs::OpenOptions::new()
-            .create(true)
-            .truncate(true)
-            .write(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(err)?;
-        file.write_all(text.as_bytes()).map_err(err)?;
-        file.write_all(b"\n").map_err(err)?;
-        file.sync_all().map_err(err)?;
-        fs::rename(&tmp, path).map_err(err)
+        })
     }
+}
+
+/// Writes `value` as pretty JSON to `path` atomically (a temporary file beside it, synced,
+/// then renamed), readable by the owner only (mode 0600). Creates the parent directory.
+pub fn write_private_json(path: &Path, value: &impl Serialize) -> io::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        fs::create_dir_all(dir)?;
+    }
+    let text = serde_json::to_string_pretty(value).map_err(io::Error::other)?;
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    let mut file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    file.write_all(text.as_bytes())?;
+    file.write_all(b"\n")?;
+    file.sync_all()?;
+    fs::rename(&tmp, path)
 }
