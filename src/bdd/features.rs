@@ -77,13 +77,42 @@ fn expanded(scenario: &gherkin::Scenario) -> Vec<(gherkin::Step, usize)> {
     for row in rows {
         for step in &scenario.steps {
             let mut s = step.clone();
-            for (k, v) in &row {
-                s.value = s.value.replace(&format!("<{k}>"), v);
+            let fill = |text: &mut String| {
+                for (k, v) in &row {
+                    *text = text.replace(&format!("<{k}>"), v);
+                }
+            };
+            fill(&mut s.value);
+            if let Some(d) = s.docstring.as_mut() {
+                fill(d);
+            }
+            if let Some(t) = s.table.as_mut() {
+                t.rows.iter_mut().flatten().for_each(fill);
             }
             out.push((s, step.position.line));
         }
     }
     out
+}
+
+/// The `<placeholders>` an expanded Outline step still holds: names that no Examples table of
+/// the scenario has as a column, so cucumber would run the step with the text `<name>` in it.
+fn unfilled(step: &gherkin::Step) -> Vec<String> {
+    static PLACEHOLDER: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"<([^<>\s][^<>]*)>").expect("a valid pattern")
+    });
+    let texts = std::iter::once(step.value.as_str())
+        .chain(step.docstring.as_deref())
+        .chain(
+            step.table
+                .iter()
+                .flat_map(|t| t.rows.iter().flatten().map(String::as_str)),
+        );
+    let mut names: Vec<String> = texts
+        .flat_map(|t| PLACEHOLDER.captures_iter(t).map(|c| c[1].to_string()))
+        .collect();
+    names.dedup();
+    names
 }
 
 /// Why the gherkin parser refused `file`, at the line it names where it names one.
@@ -218,7 +247,26 @@ fn check_with(
                 .iter()
                 .map(|s| (s.clone(), s.position.line))
                 .collect();
-            to_check.extend(expanded(scenario));
+            let steps_of_scenario = expanded(scenario);
+            if outline {
+                for (step, line) in &steps_of_scenario {
+                    for name in unfilled(step) {
+                        let p = Problem {
+                            file: file.clone(),
+                            line: *line,
+                            message: format!(
+                                "{}: {}: the step uses <{name}>, which no Examples table has as a column",
+                                scenario.keyword.trim(),
+                                scenario.name
+                            ),
+                        };
+                        if !problems.contains(&p) {
+                            problems.push(p);
+                        }
+                    }
+                }
+            }
+            to_check.extend(steps_of_scenario);
             for (step, line) in to_check {
                 let message = match steps.find(&step) {
                     Ok(Some(_)) => continue,
@@ -249,3 +297,74 @@ fn check_with(
 
 #[cfg(test)]
 mod fuzz;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check_text(text: &str) -> Result<usize, Vec<Problem>> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("outline.feature"), text).unwrap();
+        check(dir.path())
+    }
+
+    const OUTLINE: &str = "Feature: f
+  Scenario Outline: drill <n>
+    When a drill resumes <n> paused workspaces at once on <m> GPUs, 0 of them kernel-checked
+    Then the verdict is \"<verdict>\"
+
+    Examples:
+      | n | m | verdict  |
+      | 3 | 1 | Restored |
+";
+
+    #[test]
+    fn an_outline_whose_placeholders_are_all_columns_passes() {
+        assert_eq!(check_text(OUTLINE), Ok(1));
+    }
+
+    #[test]
+    fn a_placeholder_that_is_no_column_is_named_with_its_line() {
+        let text = OUTLINE.replace("\"<verdict>\"", "\"<verdikt>\"");
+        let problems = check_text(&text).unwrap_err();
+        let unfilled: Vec<_> = problems
+            .iter()
+            .filter(|p| p.message.contains("<verdikt>"))
+            .collect();
+        assert_eq!(unfilled.len(), 1, "{problems:?}");
+        assert_eq!(unfilled[0].line, 4);
+        assert!(
+            unfilled[0]
+                .message
+                .contains("no Examples table has as a column"),
+            "{}",
+            unfilled[0]
+        );
+    }
+
+    #[test]
+    fn placeholders_in_a_docstring_are_checked_too() {
+        let text = OUTLINE.replace(
+            "    Then the verdict",
+            "    And every workspace ends Restored\n      \"\"\"\n      <missing>\n      \"\"\"\n    Then the verdict",
+        );
+        let problems = check_text(&text).unwrap_err();
+        assert!(
+            problems.iter().any(|p| p.message.contains("<missing>")),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn angle_brackets_in_a_plain_scenario_are_text() {
+        let text = OUTLINE
+            .replace("Scenario Outline: drill <n>", "Scenario: drill")
+            .replace(
+                "resumes <n> paused workspaces at once on <m> GPUs",
+                "resumes 3 paused workspaces at once on 1 GPUs",
+            )
+            .replace("\"<verdict>\"", "\"<b>\"");
+        let text = text.split("\n    Examples:").next().unwrap().to_string() + "\n";
+        assert_eq!(check_text(&text), Ok(1));
+    }
+}

@@ -10,6 +10,7 @@ const BAD: &[(&str, &[u8])] = &[
     ("keyword.feature", b"Feature: keyword\n  Scenario: s\n    Given a snapshot-enabled GPU workspace is Running\n  Szenario: unknown keyword\n    Wenn something\n"),
     ("empty.feature", b"Feature: only a description\n  Szenario: read as description text\n    Wenn something\n"),
     ("outline.feature", b"Feature: outline\n  Scenario Outline: no examples\n    Then the verdict is \"<verdict>\"\n"),
+    ("placeholder.feature", b"Feature: placeholder\n  Scenario Outline: misspelt\n    Then the verdict is \"<verdikt>\"\n\n    Examples:\n      | verdict  |\n      | Restored |\n"),
     ("binary.feature", b"Feature: \xff\xfe\x00 not utf-8\n"),
     ("unknown.feature", b"Feature: unknown step\n  Scenario: s\n    Given a step nobody defined\n"),
 ];
@@ -53,6 +54,12 @@ fn malformed_features_are_a_usage_error_naming_each_file() {
     assert!(
         text.contains("features/keyword.feature:4:"),
         "the line of the unknown keyword:\n{text}"
+    );
+    assert!(
+        text.contains(
+            "features/placeholder.feature:3: Scenario Outline: misspelt: the step uses <verdikt>"
+        ),
+        "an Outline placeholder with no Examples column:\n{text}"
     );
     assert!(
         text.contains("UTF-8"),
