@@ -53,6 +53,9 @@ pub enum GateError {
     /// A config value the gate needs is missing.
     #[error("{0}")]
     Config(String),
+    /// The pause before the upgrade left no Ready snapshot: the platform failed already.
+    #[error("{0}")]
+    NoSnapshot(String),
 }
 
 impl From<WaitError> for GateError {
@@ -68,6 +71,7 @@ impl GateError {
             GateError::Wait(_) | GateError::Budget { .. } => BUDGET,
             GateError::Session(e) => e.exit_code(),
             GateError::State(_) | GateError::Config(_) => USAGE,
+            GateError::NoSnapshot(_) => FAILED,
             GateError::Workspace(_) | GateError::Api { .. } | GateError::Gone(_) => TARGET,
         }
     }

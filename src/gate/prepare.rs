@@ -122,13 +122,28 @@ async fn prepare_into(
                 uid: s.metadata.uid.clone()?,
             })
         });
-    match &snapshot {
-        Some(s) => progress(&format!(
-            "workspace Paused; PodSnapshot {} is Ready",
-            s.name
-        )),
-        None => progress("workspace Paused, but no Ready PodSnapshot was found"),
-    }
+    let Some(ready) = &snapshot else {
+        // Without a snapshot taken before the upgrade, verify could only blame the upgrade
+        // for a loss that happened here.
+        let found: Vec<String> = snaps
+            .iter()
+            .map(|s| {
+                snapshots::checkpoint_failure(s)
+                    .map(|why| format!("{} (checkpoint: {why})", snapshots::describe(s)))
+                    .unwrap_or_else(|| snapshots::describe(s))
+            })
+            .collect();
+        return Err(GateError::NoSnapshot(format!(
+            "workspace {ns}/{name} paused, but no PodSnapshot is Ready (found: {found:?}): the \
+             platform cannot checkpoint now, before the upgrade, so the gate has nothing to \
+             verify across it; fix the checkpoint first (`wsgate doctor`, the PodSnapshot's \
+             conditions) and prepare again"
+        )));
+    };
+    progress(&format!(
+        "workspace Paused; PodSnapshot {} is Ready",
+        ready.name
+    ));
     Ok(GateState {
         schema: SCHEMA.into(),
         run_id: opts.run_id.clone(),

@@ -94,8 +94,26 @@ async fn still_ready(w: &mut WsWorld) -> StepResult {
     let snaps = snapshots::of_workspace(&w.ctx.client, &new.namespace, &new.name)
         .await
         .map_err(|e| format!("cannot list PodSnapshots: {e}"))?;
-    let expected = w.snapshot_uid.clone();
-    match snaps.iter().find(|s| s.metadata.uid == expected) {
+    let Some(expected) = w.snapshot_uid.clone() else {
+        // Nothing was Ready when the resume was asked for: the snapshot was never there to
+        // be consumed, and the cause is the checkpoint, not the wait.
+        let found: Vec<String> = snaps
+            .iter()
+            .map(|s| {
+                snapshots::checkpoint_failure(s)
+                    .map(|why| format!("{} (checkpoint: {why})", snapshots::describe(s)))
+                    .unwrap_or_else(|| snapshots::describe(s))
+            })
+            .collect();
+        return Err(format!(
+            "no PodSnapshot was Ready when the resume was requested, so there is none to keep \
+             while it waits; the workspace's PodSnapshots: {found:?}"
+        ));
+    };
+    match snaps
+        .iter()
+        .find(|s| s.metadata.uid.as_deref() == Some(expected.as_str()))
+    {
         Some(s) if snapshots::is_ready(s) => Ok(()),
         Some(s) => Err(format!(
             "the snapshot is {} while the resume waits",
