@@ -1,154 +1,184 @@
 //! The verification suite against the embedded simulator, exactly as a user runs it:
 //! `wsgate run` from the project directory. First on a healthy simulator, where every
-//! scenario must pass; then with simulator faults, where the suite must fail the scenarios
-//! the fault breaks, for the right reason, and pass the rest; and with the API server
-//! answering 429/500 to 10% of requests and dropping watches, where every scenario must still
-//! reach its verdict. `harness = false`: this is
-//! the test's main, and it ends with a `N passed, N failed` line.
+//! scenario must pass; then the fault matrix of `docs/fault-matrix.md`: one run per simulator
+//! fault (or group of faults), where the suite must fail the scenarios the table names, each
+//! for the reason it names, and pass every other one. Zero false passes, zero false failures.
+//! `harness = false`: this is the test's main, and it ends with a `N passed, N failed` line.
+//!
+//! `WSGATE_BDD_JOBS` (default 2) runs that many fault runs at once; each has its own simulator.
 
-use std::path::Path;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+use std::sync::Mutex;
 
 use serde_json::Value;
+use wsgate::sim::faults::Fault;
 
-/// One suite run: extra `wsgate run` arguments, and per scenario (by a name fragment) the
-/// expected status and, for failures, a fragment the failure message must contain.
-struct Case {
-    name: &'static str,
-    fault: Option<&'static str>,
-    /// A whole simulator profile instead of the default one (relative to the project).
-    profile: Option<&'static str>,
-    expect: &'static [(&'static str, &'static str, &'static str)],
+/// Budgets for every run here: far above what a phase takes on the simulator (about a second)
+/// so the healthy run passes on a loaded machine, yet short enough that a fault which makes a
+/// phase hang costs seconds instead of the production budgets' minutes.
+const MATRIX_BUDGETS: &[&str] = &[
+    "budgets.workspace_running=90",
+    "budgets.pause_to_paused=30",
+    "budgets.gpu_release=40",
+    "budgets.resume_to_running=60",
+    "budgets.snapshot_cleanup=30",
+    "budgets.delete=60",
+    "budgets.waiting_state=30",
+    "budgets.drill_resume=180",
+];
+
+/// One expected outcome: a scenario (by a fragment of its name) fails, with a message that
+/// contains `because`.
+#[derive(Debug, Clone)]
+struct Fails {
+    scenario: String,
+    because: String,
 }
 
-/// Every scenario passes: the healthy expectation, shared by the API-trouble run.
-const ALL_PASS: &[(&str, &str, &str)] = &[
-    ("resumes with its process", "passed", ""),
-    ("snapshot is deleted", "passed", ""),
-    ("kind without snapshots", "passed", ""),
-    ("snapshots are gone", "passed", ""),
-    ("GPU squeeze", "passed", ""),
-    ("comes back restored", "passed", ""),
-    ("invalidates the snapshot", "passed", ""),
-    ("3 paused workspaces", "passed", ""),
-    ("4 paused workspaces", "passed", ""),
-    ("checkpoint fails", "passed", ""),
-    ("GPU model changed", "passed", ""),
-];
+/// One run of the suite: the faults switched on for every object, and what must fail.
+#[derive(Debug, Clone)]
+struct Run {
+    faults: Vec<String>,
+    fails: Vec<Fails>,
+}
 
-const CASES: &[Case] = &[
-    Case {
-        name: "healthy simulator",
-        fault: None,
-        profile: None,
-        expect: ALL_PASS,
-    },
-    Case {
-        name: "fault silent-cold-start",
-        fault: Some("silent-cold-start"),
-        profile: None,
-        expect: &[
-            (
-                "resumes with its process",
-                "failed",
-                "verdict FreshSession, expected Restored",
-            ),
-            ("snapshot is deleted", "passed", ""),
-            ("kind without snapshots", "passed", ""),
-            (
-                "snapshots are gone",
-                "failed",
-                "verdict FreshSession, expected Restored",
-            ),
-            (
-                "GPU squeeze",
-                "failed",
-                "verdict FreshSession, expected Restored",
-            ),
-            (
-                "comes back restored",
-                "failed",
-                "gate verdict SnapshotInvalidated, expected Restored",
-            ),
-            ("invalidates the snapshot", "passed", ""),
-            ("3 paused workspaces", "failed", "not restored"),
-            ("4 paused workspaces", "failed", "FreshSession (platform)"),
-            // These expect a cold start already: a silent one changes nothing.
-            ("checkpoint fails", "passed", ""),
-            ("GPU model changed", "passed", ""),
-        ],
-    },
-    Case {
-        name: "fault lose-home-files",
-        fault: Some("lose-home-files"),
-        profile: None,
-        expect: &[
-            ("resumes with its process", "failed", "expected Restored"),
-            ("snapshot is deleted", "failed", "expected FreshSession"),
-            ("kind without snapshots", "failed", "expected FreshSession"),
-            ("snapshots are gone", "failed", "expected Restored"),
-            ("GPU squeeze", "failed", "expected Restored"),
-            (
-                "comes back restored",
-                "failed",
-                "gate verdict Failed, expected Restored",
-            ),
-            (
-                "invalidates the snapshot",
-                "failed",
-                "gate verdict Failed, expected SnapshotInvalidated",
-            ),
-            // The kernel-checked workspace sees the lost files; the others have only the
-            // platform's restore condition, which a file loss does not touch.
-            ("3 paused workspaces", "failed", "FilesLost"),
-            ("4 paused workspaces", "passed", ""),
-            (
-                "checkpoint fails",
-                "failed",
-                "verdict FilesLost, expected FreshSession",
-            ),
-            (
-                "GPU model changed",
-                "failed",
-                "verdict FilesLost, expected FreshSession",
-            ),
-        ],
-    },
-    Case {
-        name: "API trouble (429/500 on 10% of requests, dropped watches)",
-        fault: None,
-        profile: Some("fixtures/sim/api-trouble.toml"),
-        expect: ALL_PASS,
-    },
-];
+impl Run {
+    fn name(&self) -> String {
+        if self.faults.is_empty() {
+            "healthy simulator".into()
+        } else {
+            format!("fault {}", self.faults.join(" + "))
+        }
+    }
+}
 
-fn run_case(root: &Path, case: &Case) -> Result<(), String> {
+/// What the table says: the runs, and the faults it marks as per object only.
+struct Matrix {
+    runs: Vec<Run>,
+    per_object: Vec<String>,
+}
+
+/// Reads the table of `docs/fault-matrix.md`.
+fn read_matrix(path: &Path) -> Result<Matrix, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut runs: Vec<Run> = Vec::new();
+    let mut per_object = Vec::new();
+    let rows = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with('|'))
+        .skip(2); // the header and the |---| line
+    for (i, row) in rows.enumerate() {
+        let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
+        let [fault, scenario, outcome, because] = cells[..] else {
+            return Err(format!("table row {}: expected 4 cells: {row}", i + 1));
+        };
+        let faults: Vec<String> = fault.split(',').map(|f| f.trim().to_string()).collect();
+        for f in &faults {
+            if Fault::parse(f).is_none() {
+                return Err(format!("table row {}: unknown fault {f:?}", i + 1));
+            }
+        }
+        match outcome {
+            "per object only" => {
+                per_object.extend(faults);
+                continue;
+            }
+            "fails" | "passes" => {}
+            other => {
+                return Err(format!(
+                    "table row {}: outcome {other:?} is not fails, passes or per object only",
+                    i + 1
+                ));
+            }
+        }
+        let idx = match runs.iter().position(|r| r.faults == faults) {
+            Some(idx) => idx,
+            None => {
+                runs.push(Run {
+                    faults,
+                    fails: Vec::new(),
+                });
+                runs.len() - 1
+            }
+        };
+        if outcome == "fails" {
+            if because.is_empty() || scenario == "(none)" {
+                return Err(format!(
+                    "table row {}: a failing scenario names its scenario and its cause",
+                    i + 1
+                ));
+            }
+            runs[idx].fails.push(Fails {
+                scenario: scenario.to_string(),
+                because: because.to_string(),
+            });
+        }
+    }
+    let covered: BTreeSet<String> = runs
+        .iter()
+        .flat_map(|r| r.faults.iter().cloned())
+        .chain(per_object.iter().cloned())
+        .collect();
+    let missing: Vec<String> = Fault::ALL
+        .iter()
+        .map(|f| f.name())
+        .filter(|n| !covered.contains(n))
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!(
+            "{} has no row for the faults {missing:?}",
+            path.display()
+        ));
+    }
+    Ok(Matrix { runs, per_object })
+}
+
+/// The scenarios of one run's report, by name: (status, failure message).
+type Outcomes = Vec<(String, String, String)>;
+
+fn run_suite(root: &Path, run: &Run) -> Result<(Outcomes, bool), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_wsgate"));
     cmd.arg("run")
         .arg("--reports")
         .arg(dir.path())
         .current_dir(root)
-        .env_remove("KUBECONFIG");
-    if let Some(profile) = case.profile {
-        cmd.arg("--set")
-            .arg(format!("sim.profile={}", root.join(profile).display()));
+        .env_remove("KUBECONFIG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    for set in MATRIX_BUDGETS {
+        cmd.arg("--set").arg(set);
     }
-    if let Some(fault) = case.fault {
+    if !run.faults.is_empty() {
         let profile = std::fs::read_to_string(root.join("fixtures/sim/default.toml"))
             .map_err(|e| e.to_string())?;
-        let profile = profile.replace("enabled = []", &format!("enabled = [\"{fault}\"]"));
+        let list: Vec<String> = run.faults.iter().map(|f| format!("{f:?}")).collect();
+        let edited = profile.replace("enabled = []", &format!("enabled = [{}]", list.join(", ")));
+        if edited == profile {
+            return Err("fixtures/sim/default.toml has no `enabled = []` line to edit".into());
+        }
         let path = dir.path().join("faulty.toml");
-        std::fs::write(&path, profile).map_err(|e| e.to_string())?;
+        std::fs::write(&path, edited).map_err(|e| e.to_string())?;
         cmd.arg("--set")
             .arg(format!("sim.profile={}", path.display()));
     }
     // A known Jupyter token, so that the reports can be searched for it.
-    let token = format!("bdd-jupyter-token-{}", std::process::id());
+    let token = format!(
+        "bdd-jupyter-token-{}-{}",
+        std::process::id(),
+        run.name().len()
+    );
     cmd.env("WSGATE_JUPYTER_TOKEN", &token);
-    let status = cmd
-        .status()
+    let out = cmd
+        .output()
         .map_err(|e| format!("cannot start wsgate: {e}"))?;
+    let log = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("bdd-{}.log", run.name().replace([' ', '+'], "-")));
+    let _ = std::fs::write(&log, [&out.stdout[..], &out.stderr[..]].concat());
     if let Some(file) = find_secret(dir.path(), &token) {
         return Err(format!(
             "the run's Jupyter token appears in {}",
@@ -160,53 +190,83 @@ fn run_case(root: &Path, case: &Case) -> Result<(), String> {
         .flatten()
         .map(|e| e.path().join("report.json"))
         .find(|p| p.exists())
-        .ok_or("wsgate run wrote no report.json")?;
+        .ok_or_else(|| {
+            format!(
+                "wsgate run ({}) wrote no report.json; its output is in {}",
+                out.status,
+                log.display()
+            )
+        })?;
     let report: Value =
         serde_json::from_str(&std::fs::read_to_string(report).map_err(|e| e.to_string())?)
             .map_err(|e| e.to_string())?;
-    let scenarios = report["scenarios"]
-        .as_array()
-        .ok_or("report has no scenarios")?;
     if report["gpu_allocation"]
         .as_array()
         .is_none_or(|a| a.is_empty())
     {
         return Err("the report has no GPU allocation samples".into());
     }
+    let scenarios = report["scenarios"]
+        .as_array()
+        .ok_or("report has no scenarios")?
+        .iter()
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap_or("").to_string(),
+                s["status"].as_str().unwrap_or("").to_string(),
+                s["failure"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    Ok((scenarios, out.status.success()))
+}
+
+/// Compares one run's outcomes with its row of the table; `names` are the scenarios the
+/// healthy run had, so a scenario that silently did not run is caught too.
+fn judge(run: &Run, outcomes: &Outcomes, success: bool, names: &BTreeSet<String>) -> Vec<String> {
     let mut problems = Vec::new();
-    for (fragment, status, message) in case.expect {
-        let Some(s) = scenarios
-            .iter()
-            .find(|s| s["name"].as_str().is_some_and(|n| n.contains(fragment)))
-        else {
-            problems.push(format!("scenario {fragment:?} did not run"));
-            continue;
-        };
-        let got = s["status"].as_str().unwrap_or("");
-        let failure = s["failure"].as_str().unwrap_or("");
-        if got != *status {
+    let got: BTreeSet<String> = outcomes.iter().map(|(n, _, _)| n.clone()).collect();
+    for missing in names.difference(&got) {
+        problems.push(format!("scenario {missing:?} did not run"));
+    }
+    for f in &run.fails {
+        if !outcomes.iter().any(|(n, _, _)| n.contains(&f.scenario)) {
             problems.push(format!(
-                "scenario {fragment:?}: {got}, expected {status} ({failure})"
-            ));
-        } else if !message.is_empty() && !failure.contains(message) {
-            problems.push(format!(
-                "scenario {fragment:?} failed for another reason: {failure}"
+                "the table names scenario {:?}, which no scenario's name contains",
+                f.scenario
             ));
         }
     }
-    let all_pass = case.expect.iter().all(|(_, s, _)| *s == "passed");
-    if all_pass != status.success() {
-        problems.push(format!("wsgate run exited with {status}"));
+    for (name, status, failure) in outcomes {
+        let expected = run.fails.iter().find(|f| name.contains(&f.scenario));
+        match (expected, status.as_str()) {
+            (None, "passed") => {}
+            (None, got) => problems.push(format!(
+                "scenario {name:?}: {got}, expected passed ({})",
+                cause(failure)
+            )),
+            (Some(f), "failed") if failure.contains(&f.because) => {}
+            (Some(f), "failed") => problems.push(format!(
+                "scenario {name:?} failed for another reason than {:?}: {}",
+                f.because,
+                cause(failure)
+            )),
+            (Some(_), got) => problems.push(format!(
+                "scenario {name:?}: {got}, expected failed: a FALSE PASS"
+            )),
+        }
     }
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(problems.join("\n  "))
+    if run.fails.is_empty() != success {
+        problems.push(format!(
+            "wsgate run exited {}",
+            if success { "0" } else { "non-zero" }
+        ));
     }
+    problems
 }
 
 /// The first file under `dir` whose bytes contain `secret`.
-fn find_secret(dir: &Path, secret: &str) -> Option<std::path::PathBuf> {
+fn find_secret(dir: &Path, secret: &str) -> Option<PathBuf> {
     for entry in std::fs::read_dir(dir).ok()?.flatten() {
         let path = entry.path();
         if path.is_dir() {
@@ -222,20 +282,127 @@ fn find_secret(dir: &Path, secret: &str) -> Option<std::path::PathBuf> {
     None
 }
 
+/// The cause in a failure message, short: the step's own words up to the evidence.
+fn cause(failure: &str) -> String {
+    let from = failure
+        .find("Captured output: ")
+        .map_or(failure, |i| &failure[i + "Captured output: ".len()..]);
+    let to = from.find("; decided by").unwrap_or(from.len()).min(200);
+    let mut end = to;
+    while !from.is_char_boundary(end) {
+        end -= 1;
+    }
+    from[..end].replace(['\n', '|'], " ")
+}
+
+/// Prints the observed outcomes as table rows, for a reviewer updating the table.
+fn print_observed(run: &Run, outcomes: &Outcomes) {
+    println!("  observed (as table rows):");
+    for (name, status, failure) in outcomes {
+        if status != "passed" {
+            println!(
+                "  | {} | {name} | {status} | {} |",
+                run.faults.join(", "),
+                cause(failure)
+            );
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let matrix = match read_matrix(&root.join("docs/fault-matrix.md")) {
+        Ok(m) => m,
+        Err(e) => {
+            println!("bdd: the fault matrix cannot be read: {e}\n\nbdd: 0 passed, 1 failed");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!(
+        "bdd: {} fault runs from docs/fault-matrix.md; per object only (tested elsewhere): {:?}",
+        matrix.runs.len(),
+        matrix.per_object
+    );
     let (mut passed, mut failed) = (0, 0);
-    for case in CASES {
-        println!("\n=== bdd: {} ===", case.name);
-        match run_case(root, case) {
-            Ok(()) => {
-                println!("=== bdd: {}: as expected", case.name);
+
+    // The healthy run first: every scenario passes, and its scenarios are the full list.
+    let healthy = Run {
+        faults: Vec::new(),
+        fails: Vec::new(),
+    };
+    println!("\n=== bdd: {} ===", healthy.name());
+    let names: BTreeSet<String> = match run_suite(root, &healthy) {
+        Ok((outcomes, success)) => {
+            let names = outcomes.iter().map(|(n, _, _)| n.clone()).collect();
+            let problems = judge(&healthy, &outcomes, success, &names);
+            if problems.is_empty() && !outcomes.is_empty() {
+                println!(
+                    "=== bdd: healthy simulator: {} scenarios passed",
+                    outcomes.len()
+                );
                 passed += 1;
-            }
-            Err(e) => {
-                println!("=== bdd: {}: NOT as expected:\n  {e}", case.name);
+            } else {
+                println!(
+                    "=== bdd: healthy simulator: NOT as expected:\n  {}",
+                    problems.join("\n  ")
+                );
                 failed += 1;
             }
+            names
+        }
+        Err(e) => {
+            println!("=== bdd: healthy simulator: NOT as expected:\n  {e}");
+            failed += 1;
+            BTreeSet::new()
+        }
+    };
+
+    let jobs: usize = std::env::var("WSGATE_BDD_JOBS")
+        .ok()
+        .and_then(|j| j.parse().ok())
+        .filter(|j| *j > 0)
+        .unwrap_or(2);
+    let queue = Mutex::new(matrix.runs.iter());
+    let results = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..jobs {
+            s.spawn(|| {
+                loop {
+                    let next = queue.lock().unwrap().next();
+                    let Some(run) = next else { break };
+                    let result = run_suite(root, run);
+                    let verdict = match &result {
+                        Ok((outcomes, success)) => {
+                            let problems = judge(run, outcomes, *success, &names);
+                            println!(
+                                "=== bdd: {}: {}",
+                                run.name(),
+                                if problems.is_empty() {
+                                    "as expected".to_string()
+                                } else {
+                                    format!("NOT as expected:\n  {}", problems.join("\n  "))
+                                }
+                            );
+                            if !problems.is_empty() {
+                                print_observed(run, outcomes);
+                            }
+                            problems.is_empty()
+                        }
+                        Err(e) => {
+                            println!("=== bdd: {}: NOT as expected:\n  {e}", run.name());
+                            false
+                        }
+                    };
+                    results.lock().unwrap().push(verdict);
+                }
+            });
+        }
+    });
+    for ok in results.into_inner().unwrap() {
+        if ok {
+            passed += 1;
+        } else {
+            failed += 1;
         }
     }
     println!("\nbdd: {passed} passed, {failed} failed");
