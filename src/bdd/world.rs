@@ -51,6 +51,8 @@ pub struct WsWorld {
     pub gate_outcome: Option<crate::gate::GateOutcome>,
     /// The drill's report, once run.
     pub drill: Option<crate::drill::DrillReport>,
+    /// The squeeze method in force, once the GPUs were squeezed.
+    pub squeeze: Option<crate::config::SqueezeMethod>,
 }
 
 impl std::fmt::Debug for WsWorld {
@@ -85,6 +87,7 @@ impl WsWorld {
             gate_state: None,
             gate_outcome: None,
             drill: None,
+            squeeze: None,
         })
     }
 
