@@ -53,6 +53,10 @@ pub struct WsWorld {
     pub drill: Option<crate::drill::DrillReport>,
     /// The squeeze method in force, once the GPUs were squeezed.
     pub squeeze: Option<crate::config::SqueezeMethod>,
+    /// Every PodSnapshot (uid) of the workspace a step saw, for the bucket checks.
+    pub snapshots_seen: std::collections::BTreeSet<String>,
+    /// The snapshots a step found left behind, with their bytes.
+    pub snapshots_left: Option<crate::report::SnapshotsLeft>,
 }
 
 impl std::fmt::Debug for WsWorld {
@@ -88,6 +92,8 @@ impl WsWorld {
             gate_outcome: None,
             drill: None,
             squeeze: None,
+            snapshots_seen: Default::default(),
+            snapshots_left: None,
         })
     }
 

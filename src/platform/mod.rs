@@ -10,6 +10,7 @@ pub mod janitor;
 pub mod ledger;
 pub mod rbac;
 pub mod retry;
+pub mod snapshot_storage;
 pub mod snapshots;
 pub mod squeeze;
 pub mod status;
