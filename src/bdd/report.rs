@@ -80,5 +80,6 @@ pub fn add_world(report: &mut ScenarioReport, w: &WsWorld) {
     report.evidence_before = w.before.clone();
     report.evidence_after = w.after.clone();
     report.snapshot_uid = w.snapshot_uid.clone();
+    report.snapshots_left = w.snapshots_left.clone();
     report.log = w.log.clone();
 }

@@ -51,6 +51,12 @@ pub struct WsWorld {
     pub gate_outcome: Option<crate::gate::GateOutcome>,
     /// The drill's report, once run.
     pub drill: Option<crate::drill::DrillReport>,
+    /// The squeeze method in force, once the GPUs were squeezed.
+    pub squeeze: Option<crate::config::SqueezeMethod>,
+    /// Every PodSnapshot (uid) of the workspace a step saw, for the bucket checks.
+    pub snapshots_seen: std::collections::BTreeSet<String>,
+    /// The snapshots a step found left behind, with their bytes.
+    pub snapshots_left: Option<crate::report::SnapshotsLeft>,
 }
 
 impl std::fmt::Debug for WsWorld {
@@ -85,6 +91,9 @@ impl WsWorld {
             gate_state: None,
             gate_outcome: None,
             drill: None,
+            squeeze: None,
+            snapshots_seen: Default::default(),
+            snapshots_left: None,
         })
     }
 

@@ -1,5 +1,6 @@
 //! `wsgate janitor`: removes what wsgate runs left behind in a namespace, by label: all
-//! objects of one run (`--run-id`), or every object whose expiry has passed.
+//! objects of one run (`--run-id`), or every object whose expiry has passed; likewise the
+//! squeeze taints on nodes (`squeeze.method = \"taint\"`), whose value names run and expiry.
 
 use clap::Args;
 
@@ -49,18 +50,31 @@ pub async fn janitor(args: JanitorArgs) -> Result<i32, CommandError> {
                 source,
             })
         })?;
-    if entries.is_empty() {
-        println!("nothing to remove in namespace {ns}");
+    // Squeeze taints are on nodes (cluster-wide); reading nodes needs only the ClusterRole.
+    let taints = janitor::find_taints(&client, &selection)
+        .await
+        .map_err(|source| CommandError::Target(target::TargetError::Nodes { source }))?;
+    if entries.is_empty() && taints.is_empty() {
+        println!("nothing to remove in namespace {ns} or on the nodes");
         return Ok(crate::exit_code::SUCCESS);
     }
     if args.dry_run {
-        println!("would remove ({} objects):", entries.len());
+        println!(
+            "would remove ({} objects, {} node taints):",
+            entries.len(),
+            taints.len()
+        );
+        for t in &taints {
+            println!("  {}", t.describe());
+        }
         for e in &entries {
             println!("  {}", e.describe());
         }
         return Ok(crate::exit_code::SUCCESS);
     }
-    let results = janitor::sweep(&client, &entries, cfg.budgets.delete.duration()).await;
+    let budget = cfg.budgets.delete.duration();
+    let mut results = janitor::sweep_taints(&client, &taints, budget).await;
+    results.extend(janitor::sweep(&client, &entries, budget).await);
     let mut leaked = false;
     for r in &results {
         leaked |= matches!(r.outcome, CleanupOutcome::Leaked(_));

@@ -186,7 +186,13 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
             let entries = crate::platform::janitor::find_all(&ctx.client, &ctx.config.target.namespace, &selection)
                 .await
                 .unwrap_or_default();
-            let results = crate::platform::janitor::sweep(&ctx.client, &entries, ctx.config.budgets.delete.duration()).await;
+            let budget = ctx.config.budgets.delete.duration();
+            // Taints first: they hold back every pod on their nodes.
+            let taints = crate::platform::janitor::find_taints(&ctx.client, &selection)
+                .await
+                .unwrap_or_default();
+            let mut results = crate::platform::janitor::sweep_taints(&ctx.client, &taints, budget).await;
+            results.extend(crate::platform::janitor::sweep(&ctx.client, &entries, budget).await);
             ctx.cleanup
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())

@@ -97,6 +97,8 @@ pub(crate) static KEYS: &[KeySpec] = &[
     req("budgets", "snapshot_cleanup", Kind::Seconds),
     req("budgets", "delete", Kind::Seconds),
     req("budgets", "waiting_state", Kind::Seconds),
+    req("budgets", "squeeze", Kind::Seconds),
+    req("budgets", "snapshot_stuck", Kind::Seconds),
     req("budgets", "idle_pause", Kind::Seconds),
     req("budgets", "drill_resume", Kind::Seconds),
     req("squeeze", "method", Kind::OneOf(SQUEEZE_METHODS)),

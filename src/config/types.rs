@@ -118,6 +118,10 @@ pub struct Budgets {
     pub delete: Budget,
     /// Under squeeze: resume requested -> a clear waiting state.
     pub waiting_state: Budget,
+    /// Squeeze requested -> it holds (placeholder pods Running on the free GPUs).
+    pub squeeze: Budget,
+    /// A snapshot in Deleting is watched this long before it is reported stuck.
+    pub snapshot_stuck: Budget,
     /// Kernel idle -> paused by the platform's activityRules.
     pub idle_pause: Budget,
     /// Drill: all resumed at once -> the last of them Running.
@@ -126,7 +130,7 @@ pub struct Budgets {
 
 impl Budgets {
     /// Every budget with its phase name (the key in `[budgets]`), in documented order.
-    pub fn named(&self) -> [(&'static str, Budget); 13] {
+    pub fn named(&self) -> [(&'static str, Budget); 15] {
         [
             ("workspace_running", self.workspace_running),
             ("kernel_reachable", self.kernel_reachable),
@@ -139,6 +143,8 @@ impl Budgets {
             ("snapshot_cleanup", self.snapshot_cleanup),
             ("delete", self.delete),
             ("waiting_state", self.waiting_state),
+            ("squeeze", self.squeeze),
+            ("snapshot_stuck", self.snapshot_stuck),
             ("idle_pause", self.idle_pause),
             ("drill_resume", self.drill_resume),
         ]

@@ -1,5 +1,6 @@
 //! Finding and removing what wsgate runs created, by their labels: everything of one run
-//! (after an interrupted run), or everything whose expiry has passed (after a killed run).
+//! (after an interrupted run), or everything whose expiry has passed (after a killed run);
+//! and the squeeze taints on nodes, whose value carries the run id and expiry.
 
 use std::time::Duration;
 
@@ -9,6 +10,7 @@ use serde::de::DeserializeOwned;
 
 use super::crd::Workspace;
 use super::ledger::{self, CleanupResult, EXPIRES_LABEL, Entry, MANAGED_BY, RUN_ID_LABEL};
+use super::taint::{self, NodeTaint};
 
 /// Which labelled objects to sweep.
 #[derive(Debug, Clone)]
@@ -100,6 +102,39 @@ pub async fn sweep(
         out.push(CleanupResult {
             object: e.describe(),
             outcome: ledger::delete_and_wait(client, e, budget).await,
+        });
+    }
+    out
+}
+
+/// The squeeze taints of the selection on any node: one run's, or those whose expiry (in
+/// the taint's value) has passed. Taints whose value names no run are not wsgate's to remove.
+pub async fn find_taints(
+    client: &kube::Client,
+    sel: &Selection,
+) -> Result<Vec<NodeTaint>, kube::Error> {
+    Ok(taint::find(client)
+        .await?
+        .into_iter()
+        .filter(|t| match (t.run_and_expiry(), sel) {
+            (Some((run, _)), Selection::Run(id)) => run == id,
+            (Some((_, expires)), Selection::ExpiredBefore(now)) => expires < now.timestamp(),
+            (None, _) => false,
+        })
+        .collect())
+}
+
+/// Takes every taint off its node, each within `budget`.
+pub async fn sweep_taints(
+    client: &kube::Client,
+    taints: &[NodeTaint],
+    budget: Duration,
+) -> Vec<CleanupResult> {
+    let mut out = Vec::new();
+    for t in taints {
+        out.push(CleanupResult {
+            object: t.describe(),
+            outcome: ledger::remove_taint(client, t, budget).await,
         });
     }
     out

@@ -11,6 +11,8 @@ use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::wait::{await_condition, conditions};
 use serde::{Deserialize, Serialize};
 
+use super::taint::NodeTaint;
+
 /// Label: the run that created an object.
 pub const RUN_ID_LABEL: &str = "wsgate.dev/run-id";
 /// Label: when the janitor may remove the object (UTC epoch seconds).
@@ -83,6 +85,9 @@ pub enum CleanupOutcome {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ledger {
     pub entries: Vec<Entry>,
+    /// Node taints the scenario adds (the `taint` squeeze): removed, not deleted.
+    #[serde(default)]
+    pub taints: Vec<NodeTaint>,
 }
 
 impl Ledger {
@@ -111,7 +116,14 @@ impl Ledger {
         }
     }
 
-    /// Removes everything in reverse order; each delete waits (within `budget`) until the
+    /// Records a node taint about to be added.
+    pub fn record_taint(&mut self, taint: NodeTaint) {
+        if !self.taints.contains(&taint) {
+            self.taints.push(taint);
+        }
+    }
+
+    /// Removes the taints (first: they hold back every pod), then everything in reverse order; each delete waits (within `budget`) until the
     /// object with that uid is gone. `keep` leaves everything in place and says so.
     pub async fn cleanup(
         &self,
@@ -120,6 +132,17 @@ impl Ledger {
         keep: bool,
     ) -> Vec<CleanupResult> {
         let mut out = Vec::new();
+        for t in &self.taints {
+            let outcome = if keep {
+                CleanupOutcome::Kept
+            } else {
+                remove_taint(client, t, budget).await
+            };
+            out.push(CleanupResult {
+                object: t.describe(),
+                outcome,
+            });
+        }
         for e in self.entries.iter().rev() {
             let outcome = if keep {
                 CleanupOutcome::Kept
@@ -132,6 +155,25 @@ impl Ledger {
             });
         }
         out
+    }
+}
+
+/// Takes a taint off its node within `budget`.
+pub async fn remove_taint(
+    client: &kube::Client,
+    t: &NodeTaint,
+    budget: Duration,
+) -> CleanupOutcome {
+    match tokio::time::timeout(budget, super::taint::remove(client, t)).await {
+        Ok(Ok(true)) => CleanupOutcome::Deleted,
+        Ok(Ok(false)) => CleanupOutcome::AlreadyGone,
+        Ok(Err(e)) => CleanupOutcome::Leaked(match std::error::Error::source(&e) {
+            Some(cause) => format!("{e}: {cause}"),
+            None => e.to_string(),
+        }),
+        Err(_) => {
+            CleanupOutcome::Leaked(format!("not removed within the delete budget ({budget:?})"))
+        }
     }
 }
 

@@ -295,8 +295,11 @@ mod tests {
         // ClusterRole: everywhere.
         assert!(allows("list", "", "nodes", false));
         assert!(rbac.allows_in("list", "", "pods", Some("default")));
-        // Never: writes outside the Role, subresources not named.
-        assert!(!allows("patch", "", "nodes", false));
+        // The one cluster-wide write: node taints for the `taint` squeeze.
+        assert!(allows("patch", "", "nodes", false));
+        // Never: other writes outside the Role, subresources not named.
+        assert!(!allows("delete", "", "nodes", false));
+        assert!(!allows("patch", "", "nodes/status", false));
         assert!(!allows("patch", "kubeflow.org", "workspaces/status", true));
         assert!(!allows("get", "", "pods/log", true));
     }

@@ -65,6 +65,11 @@ pub enum TargetError {
         #[source]
         source: kube::Error,
     },
+    #[error("cannot list the nodes (for wsgate's squeeze taints)")]
+    Nodes {
+        #[source]
+        source: kube::Error,
+    },
 }
 
 /// Builds the kube configuration for a cluster target.

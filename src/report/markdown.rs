@@ -17,9 +17,39 @@ pub fn markdown(report: &RunReport) -> String {
     scenario_table(&mut out, report);
     failures(&mut out, report);
     contradictions(&mut out, report);
+    snapshots_left(&mut out, report);
     cleanup(&mut out, report);
     gpu(&mut out, report);
     out
+}
+
+fn snapshots_left(out: &mut String, r: &RunReport) {
+    let left: Vec<_> = r
+        .scenarios
+        .iter()
+        .filter_map(|s| Some((s, s.snapshots_left.as_ref()?)))
+        .filter(|(_, l)| !l.snapshots.is_empty())
+        .collect();
+    if left.is_empty() {
+        return;
+    }
+    out.push_str(
+        "## Snapshots left behind
+
+| Scenario | Snapshots | Hint |
+|---|---|---|
+",
+    );
+    for (s, l) in left {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} |",
+            md_cell(&s.name),
+            md_cell(&l.summary()),
+            md_cell(l.hint.as_deref().unwrap_or(""))
+        );
+    }
+    out.push('\n');
 }
 
 /// The status as an icon readers can scan.

@@ -25,8 +25,8 @@ pub use error::ReportError;
 pub use failure::{FailureSummary, failure_summary};
 pub use fmt::{KEY_PHASES, phase_label};
 pub use model::{
-    CleanupEntry, GpuSample, RunReport, SCHEMA_VERSION, ScenarioReport, ScenarioStatus, StepReport,
-    StepStatus, TargetInfo, TargetKind,
+    CleanupEntry, GpuSample, LeftSnapshot, RunReport, SCHEMA_VERSION, ScenarioReport,
+    ScenarioStatus, SnapshotsLeft, StepReport, StepStatus, TargetInfo, TargetKind,
 };
 pub use redact::{Redactor, redact_volatile};
 pub use table::phase_table;

@@ -200,9 +200,68 @@ pub struct ScenarioReport {
     /// The snapshot's size in bytes, where the platform reports it.
     #[serde(default)]
     pub snapshot_bytes: Option<u64>,
+    /// The workspace's PodSnapshots still present at the scenario's last look, and the
+    /// bytes they hold; `None` when no step looked for leftovers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshots_left: Option<SnapshotsLeft>,
     /// The scenario's log lines, in order.
     #[serde(default)]
     pub log: Vec<String>,
+}
+
+/// PodSnapshots left behind, and what they cost in storage. PodSnapshot has no size field,
+/// so the size is either an estimate or, where the target lets the harness list the bucket,
+/// the listed bytes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotsLeft {
+    /// Each snapshot still present: name, uid and state (`Ready`, `Deleting`, ...).
+    pub snapshots: Vec<LeftSnapshot>,
+    /// An estimate of their bytes: the resident memory the kernel measured before the pause
+    /// (kernel plus Jupyter server, VmRSS) per snapshot; a snapshot holds about the pod's
+    /// resident memory. `None` when the kernel was not asked.
+    pub estimated_bytes: Option<u64>,
+    /// The bytes listed in the snapshot bucket under their prefixes; `None` when the target
+    /// does not let the harness list the bucket.
+    pub bucket_bytes: Option<u64>,
+    /// What to check, when a snapshot is stuck.
+    pub hint: Option<String>,
+}
+
+/// One PodSnapshot left behind.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeftSnapshot {
+    pub name: String,
+    pub uid: String,
+    pub state: String,
+}
+
+impl SnapshotsLeft {
+    /// `2 PodSnapshots left (Deleting): about 1.2 GiB (estimate), 1.1 GiB in the bucket`.
+    pub fn summary(&self) -> String {
+        let states: std::collections::BTreeSet<&str> =
+            self.snapshots.iter().map(|s| s.state.as_str()).collect();
+        let mut out = format!(
+            "{} PodSnapshot(s) left ({})",
+            self.snapshots.len(),
+            states.into_iter().collect::<Vec<_>>().join(", ")
+        );
+        let mut sizes = Vec::new();
+        if let Some(b) = self.estimated_bytes {
+            sizes.push(format!(
+                "about {} (estimate from resident memory)",
+                super::fmt::bytes(b)
+            ));
+        }
+        if let Some(b) = self.bucket_bytes {
+            sizes.push(format!("{} listed in the bucket", super::fmt::bytes(b)));
+        }
+        if sizes.is_empty() {
+            sizes.push("size unknown".into());
+        }
+        out.push_str(": ");
+        out.push_str(&sizes.join(", "));
+        out
+    }
 }
 
 impl ScenarioReport {
@@ -393,5 +452,42 @@ mod tests {
         assert_eq!(back.scenarios[0].elapsed(), Duration::from_millis(15_250));
         assert_eq!(back.leaks().count(), 1);
         assert_eq!(back.scenarios[0].phases, r.scenarios[0].phases);
+    }
+}
+
+#[cfg(test)]
+mod snapshots_left_tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_names_states_and_labels_the_estimate() {
+        let mut left = SnapshotsLeft {
+            snapshots: vec![
+                LeftSnapshot {
+                    name: "a".into(),
+                    uid: "u1".into(),
+                    state: "Deleting".into(),
+                },
+                LeftSnapshot {
+                    name: "b".into(),
+                    uid: "u2".into(),
+                    state: "Ready".into(),
+                },
+            ],
+            estimated_bytes: Some(2 * 1024 * 1024 * 1024),
+            bucket_bytes: None,
+            hint: None,
+        };
+        assert_eq!(
+            left.summary(),
+            "2 PodSnapshot(s) left (Deleting, Ready): about 2.0 GiB (estimate from resident memory)"
+        );
+        left.estimated_bytes = None;
+        assert_eq!(
+            left.summary(),
+            "2 PodSnapshot(s) left (Deleting, Ready): size unknown"
+        );
+        left.bucket_bytes = Some(900);
+        assert!(left.summary().ends_with(": 900 B listed in the bucket"));
     }
 }

@@ -298,6 +298,8 @@ struct KernelReport {
     kernel_id_in_process: Option<String>,
     model: Option<ModelEvidence>,
     gpu_memory_allocated: Option<u64>,
+    #[serde(default)]
+    resident_bytes: Option<u64>,
     ticker: Option<TickerEvidence>,
     files: BTreeMap<String, FileState>,
 }
@@ -323,6 +325,7 @@ async fn kernel_evidence(
         execution_count: r.execution_count,
         model: r.model,
         gpu_memory_allocated: r.gpu_memory_allocated,
+        resident_bytes: r.resident_bytes,
         ticker: r.ticker,
         files: r.files,
     })

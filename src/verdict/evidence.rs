@@ -65,6 +65,10 @@ pub struct KernelEvidence {
     pub model: Option<ModelEvidence>,
     /// Bytes of GPU memory allocated by the process, where a GPU exists.
     pub gpu_memory_allocated: Option<u64>,
+    /// Resident memory (VmRSS) of the kernel and its parent, the Jupyter server, from
+    /// `/proc`: an estimate of what a snapshot of the pod holds. `None` where unreadable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resident_bytes: Option<u64>,
     /// The background ticker started with the marker; `None` when it is not running.
     pub ticker: Option<TickerEvidence>,
     /// The input, checkpoint and output files as the kernel reads them.

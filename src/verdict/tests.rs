@@ -57,6 +57,7 @@ fn kernel(marker: MarkerObservation, pid: u32, start_ticks: u64) -> KernelEviden
         execution_count: 4,
         model: Some(model()),
         gpu_memory_allocated: None,
+        resident_bytes: None,
         ticker: Some(TickerEvidence {
             alive: true,
             ticks: 50,

@@ -22,3 +22,4 @@ mod sim_cycle;
 mod sim_platform;
 mod sim_snapshots;
 mod sim_workspace;
+mod squeeze;

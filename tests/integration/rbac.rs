@@ -18,7 +18,7 @@ use wsgate::platform::ledger::{self, CleanupOutcome, Ledger};
 use wsgate::platform::rbac::{DeployRbac, Permission};
 use wsgate::platform::wait::{self, WaitFor};
 use wsgate::platform::workspace::{self as ws, NewWorkspace};
-use wsgate::platform::{gpu, snapshots, status, target};
+use wsgate::platform::{gpu, snapshots, squeeze, status, target};
 use wsgate::sim::SimHandle;
 use wsgate::sim::api::authz::AuditEntry;
 use wsgate::sim::profile::RbacEnforce;
@@ -198,7 +198,7 @@ async fn self_subject_access_review_answers_from_the_enforced_rules() {
     );
     for denied in [
         review("create", "kubeflow.org", "workspaces", Some("default")),
-        review("patch", "", "nodes", None),
+        review("delete", "", "nodes", None),
         review("list", "kubeflow.org", "workspacekinds", None),
     ] {
         let (allowed, reason) = ask(&client, &denied).await;
@@ -316,7 +316,16 @@ async fn sweep_with_held_deletions(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     for r in sweep.await.expect("the sweep task") {
-        assert_eq!(r.outcome, CleanupOutcome::Deleted, "{}", r.object);
+        // The probe pod's delete is not waited for (gpu::probe_schedulable): the janitor may
+        // find it still terminating and meet it gone.
+        let probe = r.object.contains("wsgate-gpu-probe-");
+        assert!(
+            r.outcome == CleanupOutcome::Deleted
+                || (probe && r.outcome == CleanupOutcome::AlreadyGone),
+            "{}: {:?}",
+            r.object,
+            r.outcome
+        );
     }
 }
 
@@ -423,6 +432,31 @@ async fn lifecycle(sim: &SimHandle, client: &kube::Client) {
     snapshots::restore_event(client, &pods[0])
         .await
         .or_fail("restore event");
+    // The opt-in squeeze methods: placeholder pods on the free GPUs, and node taints;
+    // each lifted.
+    let placeholders = squeeze::squeeze_with_placeholders(
+        client,
+        &mut ledger,
+        NS,
+        "nvidia-tesla-t4",
+        &labels,
+        &wait_for("rbac:placeholders", "be Running"),
+    )
+    .await
+    .or_fail("placeholder squeeze");
+    assert!(
+        !placeholders.is_empty(),
+        "the T4s were free for placeholders"
+    );
+    squeeze::lift_placeholders(client, &ledger, BUDGET)
+        .await
+        .or_fail("lift placeholders");
+    squeeze::squeeze_with_taint(client, &mut ledger, "nvidia-tesla-t4", &labels)
+        .await
+        .or_fail("taint squeeze");
+    squeeze::lift_taints(client, &ledger)
+        .await
+        .or_fail("lift taints");
     gpu::probe_schedulable(
         client,
         &mut ledger,
@@ -433,10 +467,13 @@ async fn lifecycle(sim: &SimHandle, client: &kube::Client) {
     )
     .await
     .or_fail("probe pod");
-    // A squeeze left in place, as a failed scenario leaves it, for the cleanup below.
+    // Squeezes left in place, as a failed scenario leaves them, for the cleanup below.
     gpu::squeeze_with_quota(client, &mut ledger, NS, &labels, 0)
         .await
         .or_fail("squeeze again");
+    squeeze::squeeze_with_taint(client, &mut ledger, "nvidia-tesla-t4", &labels)
+        .await
+        .or_fail("taint squeeze again");
 
     // `wsgate janitor` / the run's interrupted-run sweep: find by labels, delete and wait.
     let found = janitor::find_all(client, NS, &Selection::Run(run_id.into()))
@@ -453,6 +490,19 @@ async fn lifecycle(sim: &SimHandle, client: &kube::Client) {
             "{kind} not found: {found:?}"
         );
     }
+    let taints = janitor::find_taints(client, &Selection::Run(run_id.into()))
+        .await
+        .or_fail("janitor find taints");
+    assert!(!taints.is_empty(), "the taint left in place is found");
+    for r in janitor::sweep_taints(client, &taints, BUDGET).await {
+        assert_eq!(r.outcome, CleanupOutcome::Deleted, "{}", r.object);
+    }
+    assert!(
+        janitor::find_taints(client, &Selection::Run(run_id.into()))
+            .await
+            .or_fail("janitor find taints again")
+            .is_empty()
+    );
     sweep_with_held_deletions(sim, client, found).await;
     // The scenario ledger's cleanup for entries whose create never answered (no uid): it
     // reads each by name first. Everything is gone by now.

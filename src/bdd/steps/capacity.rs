@@ -8,7 +8,7 @@ use crate::bdd::world::{StepResult, WsWorld};
 use crate::config::SqueezeMethod;
 use crate::platform::crd::{Workspace, WorkspaceState};
 use crate::platform::wait::{self, WaitFor};
-use crate::platform::{gpu, snapshots, workspace as ws};
+use crate::platform::{gpu, snapshots, squeeze, workspace as ws};
 use crate::timeline::Mark;
 
 #[when(expr = "the GPUs are squeezed")]
@@ -16,22 +16,76 @@ async fn squeeze(w: &mut WsWorld) -> StepResult {
     let ns = w.ws()?.namespace.clone();
     let labels = w.ctx.labels();
     let client = w.ctx.client.clone();
-    match w.ctx.config.squeeze.method {
+    let accelerator = w.ctx.config.workspace.accelerator.clone();
+    let method = w.ctx.config.squeeze.method;
+    let detail = match method {
         SqueezeMethod::Quota => gpu::squeeze_with_quota(&client, &mut w.ledger, &ns, &labels, 0)
             .await
-            .map_err(|e| e.to_string()),
-        other => Err(format!(
-            "squeeze method {other} is not built yet; use squeeze.method = \"quota\""
-        )),
-    }
+            .map(|()| {
+                format!(
+                    "ResourceQuota {}: requests.{}=0",
+                    gpu::SQUEEZE_QUOTA,
+                    gpu::GPU
+                )
+            })
+            .map_err(|e| e.to_string())?,
+        SqueezeMethod::PlaceholderPods => {
+            let limit = w.budget("squeeze")?;
+            let wf = WaitFor::new("squeeze", limit, "be Running on its GPU");
+            let pods = squeeze::squeeze_with_placeholders(
+                &client,
+                &mut w.ledger,
+                &ns,
+                &accelerator,
+                &labels,
+                &wf,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            format!(
+                "{} placeholder pod(s) hold the free {accelerator} GPUs",
+                pods.len()
+            )
+        }
+        SqueezeMethod::Taint => {
+            let taints = squeeze::squeeze_with_taint(&client, &mut w.ledger, &accelerator, &labels)
+                .await
+                .map_err(|e| e.to_string())?;
+            let names: Vec<_> = taints.iter().map(|t| t.describe()).collect();
+            names.join(", ")
+        }
+    };
+    w.log.push(format!("squeeze ({method}): {detail}"));
+    w.squeeze = Some(method);
+    Ok(())
 }
 
 #[when(expr = "the squeeze is lifted")]
 async fn lift(w: &mut WsWorld) -> StepResult {
     let ns = w.ws()?.namespace.clone();
-    gpu::lift_quota(&w.ctx.client, &ns)
-        .await
-        .map_err(|e| e.to_string())
+    let client = w.ctx.client.clone();
+    let method = w
+        .squeeze
+        .ok_or("nothing to lift: no `When the GPUs are squeezed` step ran")?;
+    match method {
+        SqueezeMethod::Quota => gpu::lift_quota(&client, &ns)
+            .await
+            .map_err(|e| e.to_string()),
+        SqueezeMethod::PlaceholderPods => {
+            let budget = w.budget("delete")?;
+            squeeze::lift_placeholders(&client, &w.ledger, budget)
+                .await
+                .map(|n| {
+                    w.log
+                        .push(format!("squeeze lifted: {n} placeholder pod(s) deleted"))
+                })
+                .map_err(|e| e.to_string())
+        }
+        SqueezeMethod::Taint => squeeze::lift_taints(&client, &w.ledger)
+            .await
+            .map(|n| w.log.push(format!("squeeze lifted: {n} taint(s) removed")))
+            .map_err(|e| e.to_string()),
+    }
 }
 
 /// Whether the workspace visibly waits for resources: not Running, with a message that

@@ -13,7 +13,7 @@ use crate::platform::{snapshots, workspace as ws};
 const SIM_FAULT: &str = "sim.wsgate.dev/fault";
 
 /// Puts a simulator fault on the scenario's Workspace; refused on a real cluster.
-async fn inject(w: &mut WsWorld, fault: &str) -> StepResult {
+pub(crate) async fn inject(w: &mut WsWorld, fault: &str) -> StepResult {
     if !w.ctx.simulator {
         return Err(format!(
             "not applicable on a real cluster: the fault {fault:?} exists only in the simulator"

@@ -5,4 +5,5 @@ pub mod drill;
 pub mod failure;
 pub mod gate;
 pub mod kernel;
+pub mod snapshots;
 pub mod workspace;

@@ -213,6 +213,8 @@ async fn snapshot_ready(w: &mut WsWorld) -> StepResult {
     let snaps = snapshots::of_workspace(&w.ctx.client, &new.namespace, &new.name)
         .await
         .map_err(|e| format!("cannot list PodSnapshots: {e}"))?;
+    w.snapshots_seen
+        .extend(snaps.iter().filter_map(|s| s.metadata.uid.clone()));
     match snaps.iter().find(|s| snapshots::is_ready(s)) {
         Some(s) => {
             w.mark(Mark::SnapshotReady, s.metadata.name.clone());
@@ -250,27 +252,23 @@ async fn snapshots_gone(w: &mut WsWorld, budget: String) -> StepResult {
         let snaps = snapshots::of_workspace(&w.ctx.client, &new.namespace, &new.name)
             .await
             .map_err(|e| format!("cannot list PodSnapshots: {e}"))?;
+        w.snapshots_seen
+            .extend(snaps.iter().filter_map(|s| s.metadata.uid.clone()));
         if snaps.is_empty() {
             w.mark(Mark::SnapshotsCleanedUp, None);
             return Ok(());
         }
         if tokio::time::Instant::now() >= deadline {
-            let left: Vec<_> = snaps
-                .iter()
-                .map(|s| {
-                    (
-                        s.metadata.name.clone().unwrap_or_default(),
-                        snapshots::describe(s),
-                    )
-                })
-                .collect();
-            let hint = if left.iter().any(|(_, st)| st == "Deleting") {
-                " (stuck in Deleting: the GKE service agent may lack roles/storage.objectUser on the bucket)"
-            } else {
-                ""
-            };
+            let left = super::snapshots::left_behind(w, &snaps).await;
+            let summary = left.summary();
+            let hint = left
+                .hint
+                .as_deref()
+                .map(|h| format!(" ({h})"))
+                .unwrap_or_default();
+            w.snapshots_left = Some(left);
             return Err(format!(
-                "budget `{budget}` ({limit:?}) ran out with PodSnapshots left: {left:?}{hint}"
+                "budget `{budget}` ({limit:?}) ran out: {summary}{hint}"
             ));
         }
         let api: Api<crate::platform::crd::PodSnapshot> =

@@ -14,6 +14,9 @@
 //!   `CheckpointFailed` Warning event on the Workspace; a hung one stays `Checkpointing`.
 //! - Resume: `checkpoint-state: Restoring`; new pods get `ps-name`; once the pod is Ready
 //!   the add-on deletes the Workspace's PodSnapshots and trigger and clears its annotations.
+//! - Delete: once the Workspace is gone, its PodSnapshots are deleted, then (when they are
+//!   gone) its policy and trigger ([`teardown`]). Simulator only: the Workspace annotation
+//!   [`SIM_LAST_ACCESS_TIMEOUT`] shortens the policy's `lastAccessTimeout`.
 //!
 //! Faults applied here: `lose-home-files` (the home PVC's files are deleted while the
 //! Workspace is paused, for any Workspace) and `duplicate-restore-attempts` (on resume the
@@ -51,6 +54,15 @@ pub const COMPONENT: &str = "gke-workspace-snapshot-addon";
 pub const DUPLICATE_OF: &str = "sim.wsgate.dev/duplicate-of";
 /// The retention the add-on gives every policy.
 pub const LAST_ACCESS_TIMEOUT: &str = "7d";
+/// Simulator only: a Workspace annotation that replaces [`LAST_ACCESS_TIMEOUT`] in the policy
+/// the add-on creates for it (e.g. "3s"), so a test can watch retention expire a snapshot.
+/// The real add-on has no such setting.
+pub const SIM_LAST_ACCESS_TIMEOUT: &str = "sim.wsgate.dev/last-access-timeout";
+/// After a Workspace is deleted: how often its terminating snapshots are looked at, and how
+/// long they may hold the policy (which their finalizer needs to find the bucket) before it
+/// is retired anyway (a wedged finalizer, e.g. `snapshot-stuck-deleting`).
+const SNAPSHOT_DRAIN_INTERVAL: Duration = Duration::from_secs(1);
+const SNAPSHOT_DRAIN_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// `ws-<ws>-policy`.
 pub fn policy_name(ws: &str) -> String {
@@ -148,7 +160,7 @@ impl Reconciler for SnapshotAddon {
 
     async fn reconcile(&self, ctx: &Ctx, key: &ObjKey) -> Next {
         let Some(ws) = ctx.store.find(key.kind, key.ns(), &key.name) else {
-            return Next::Done;
+            return teardown(ctx, key);
         };
         if is_deleting(&ws) {
             return Next::Done;
@@ -194,6 +206,49 @@ impl Reconciler for SnapshotAddon {
             _ => Next::Done,
         }
     }
+}
+
+/// What a deleted Workspace left (the add-on's teardown): its PodSnapshots are deleted
+/// first, and its policy and trigger only once they are gone, because the snapshot finalizer
+/// follows the policy to the bucket (deleting the policy first orphans the files,
+/// gke-pod-snapshots.md §3). Snapshots still terminating after [`SNAPSHOT_DRAIN_TIMEOUT`]
+/// stop pinning the policy. With no policy left there is nothing to do.
+fn teardown(ctx: &Ctx, key: &ObjKey) -> Next {
+    let ns = key.namespace.as_str();
+    let policy = policy_name(&key.name);
+    if ctx
+        .store
+        .find(kind("PodSnapshotPolicy"), key.ns(), &policy)
+        .is_none()
+    {
+        return Next::Done;
+    }
+    let trigger = trigger_name(&key.name);
+    let snapshots: Vec<_> = ctx
+        .store
+        .all(kind("PodSnapshot"), key.ns())
+        .into_iter()
+        .filter(|s| label(s, TRIGGERED_BY) == Some(trigger.as_str()))
+        .collect();
+    for s in snapshots.iter().filter(|s| !is_deleting(s)) {
+        super::agent::delete_snapshot(ctx, ns, name_of(s));
+    }
+    let waited = snapshots
+        .iter()
+        .filter_map(|s| ms_since(str_at(s, "/metadata/deletionTimestamp")))
+        .max();
+    if !snapshots.is_empty() && waited.is_none_or(|w| w < SNAPSHOT_DRAIN_TIMEOUT) {
+        return Next::After(SNAPSHOT_DRAIN_INTERVAL);
+    }
+    for (k, name) in [
+        ("PodSnapshotPolicy", policy.as_str()),
+        ("PodSnapshotManualTrigger", trigger.as_str()),
+    ] {
+        let _ = ctx
+            .store
+            .delete(kind(k), key.ns(), name, &DeleteOptions::default());
+    }
+    Next::Done
 }
 
 /// Every pod of a Workspace (its STS pod and any duplicate), deleting ones included.
@@ -441,13 +496,16 @@ impl SnapshotAddon {
             return;
         }
         let storage = setting(ctx, ws, STORAGE_CONFIG_ANNOTATION).unwrap_or(STORAGE_CONFIG.into());
+        let retention = annotation(ws, SIM_LAST_ACCESS_TIMEOUT)
+            .filter(|t| super::agent::retention::parse_duration(t).is_some())
+            .unwrap_or(LAST_ACCESS_TIMEOUT);
         let p = json!({
             "metadata": {"name": policy},
             "spec": {
                 "selector": {"matchLabels": {WORKSPACE_LABEL: name}},
                 "storageConfigName": storage,
                 "triggerConfig": {"type": "manual", "postCheckpoint": "stop"},
-                "retentionConfig": {"lastAccessTimeout": LAST_ACCESS_TIMEOUT},
+                "retentionConfig": {"lastAccessTimeout": retention},
             },
         });
         if let Err(e) = ctx

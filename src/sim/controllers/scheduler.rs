@@ -94,15 +94,17 @@ fn selector_matches(pod: &Value, node: &Value) -> bool {
         .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
 }
 
-fn tolerates(pod: &Value, node: &Value) -> bool {
+/// The first NoSchedule/NoExecute taint of `node` that `pod` does not tolerate, as the
+/// scheduler names it (`{key: value}`); `None` when the pod tolerates them all.
+fn untolerated(pod: &Value, node: &Value) -> Option<String> {
     let tolerations = pod.pointer("/spec/tolerations").and_then(Value::as_array);
     node.pointer("/spec/taints")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
         .filter(|t| matches!(str_of(t, "/effect"), Some("NoSchedule" | "NoExecute")))
-        .all(|taint| {
-            tolerations.into_iter().flatten().any(|tol| {
+        .find(|taint| {
+            !tolerations.into_iter().flatten().any(|tol| {
                 let key_ok = str_of(tol, "/key")
                     .is_none_or(|k| k.is_empty() || Some(k) == str_of(taint, "/key"));
                 let op_exists = str_of(tol, "/operator") == Some("Exists");
@@ -112,6 +114,13 @@ fn tolerates(pod: &Value, node: &Value) -> bool {
                     .is_none_or(|e| e.is_empty() || Some(e) == str_of(taint, "/effect"));
                 key_ok && value_ok && effect_ok
             })
+        })
+        .map(|t| {
+            format!(
+                "{{{}: {}}}",
+                str_of(t, "/key").unwrap_or(""),
+                str_of(t, "/value").unwrap_or("")
+            )
         })
 }
 
@@ -181,14 +190,16 @@ fn schedule_one(ctx: &Ctx, key: &ObjKey) {
     let want = gpu_request(&pod);
     let used = gpus_in_use(ctx);
     let nodes = ctx.store.all(kind("Node"), None);
-    let (mut no_selector, mut taint, mut no_gpu) = (0, 0, 0);
+    let (mut no_selector, mut no_gpu) = (0, 0);
+    // Untolerated taints by how the scheduler names them, with their node counts.
+    let mut taints: BTreeMap<String, usize> = BTreeMap::new();
     let mut chosen = None;
     for node in &nodes {
         let name = str_of(node, "/metadata/name").unwrap_or("");
         if !selector_matches(&pod, node) {
             no_selector += 1;
-        } else if !tolerates(&pod, node) {
-            taint += 1;
+        } else if let Some(t) = untolerated(&pod, node) {
+            *taints.entry(t).or_default() += 1;
         } else if want > 0 && allocatable_gpus(node) - used.get(name).copied().unwrap_or(0) < want {
             no_gpu += 1;
         } else {
@@ -243,10 +254,8 @@ fn schedule_one(ctx: &Ctx, key: &ObjKey) {
                     "{no_selector} node(s) didn't match Pod's node affinity/selector"
                 ));
             }
-            if taint > 0 {
-                reasons.push(format!(
-                    "{taint} node(s) had untolerated taint {{nvidia.com/gpu: present}}"
-                ));
+            for (taint, n) in &taints {
+                reasons.push(format!("{n} node(s) had untolerated taint {taint}"));
             }
             if no_gpu > 0 {
                 reasons.push(format!("{no_gpu} Insufficient {GPU}"));
