@@ -4,5 +4,6 @@ pub mod capacity;
 pub mod drill;
 pub mod failure;
 pub mod gate;
+pub mod idle;
 pub mod kernel;
 pub mod workspace;
