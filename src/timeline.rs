@@ -33,6 +33,11 @@ pub enum Mark {
     RecoveryDone,
     SnapshotsCleanedUp,
     WorkspaceDeleted,
+    /// The moment the platform stated the idle Workspace becomes eligible for pause
+    /// (`status.activity.rules.pauseWorkspace.eligibleAfter`), placed on the harness's clock.
+    IdleEligible,
+    /// The harness saw the platform start pausing the idle Workspace on its own.
+    IdlePauseStarted,
 }
 
 /// One observation.
@@ -121,6 +126,16 @@ pub const PHASES: &[PhaseDef] = &[
         from: Mark::ResumeRequested,
         to: Mark::RecoveryDone,
     },
+    PhaseDef {
+        name: "idle_eligible_to_pause",
+        from: Mark::IdleEligible,
+        to: Mark::IdlePauseStarted,
+    },
+    PhaseDef {
+        name: "idle_eligible_to_paused",
+        from: Mark::IdleEligible,
+        to: Mark::WorkspacePaused,
+    },
 ];
 
 /// A phase's measured duration.
@@ -161,6 +176,31 @@ impl Timeline {
             offset,
             detail,
         });
+    }
+
+    /// Adds an observation made at another moment than now (a time the platform stated),
+    /// keeping the observations in offset order; the offset is `at` placed on the monotonic
+    /// clock through the pair (`now_at`, `now_offset`), clamped to `[0, now_offset]`.
+    pub fn insert_at(
+        &mut self,
+        mark: Mark,
+        at: DateTime<Utc>,
+        now_at: DateTime<Utc>,
+        now_offset: Duration,
+        detail: Option<String>,
+    ) {
+        let before_now = (now_at - at).to_std().unwrap_or(Duration::ZERO);
+        let offset = now_offset.saturating_sub(before_now);
+        let i = self.observations.partition_point(|o| o.offset <= offset);
+        self.observations.insert(
+            i,
+            Observation {
+                mark,
+                at,
+                offset,
+                detail,
+            },
+        );
     }
 
     /// The first observation of `mark` at or after `after`.
@@ -250,6 +290,52 @@ mod tests {
             Some(Duration::from_millis(150)),
             "a retried pause counts from the last request"
         );
+    }
+
+    #[test]
+    fn a_stated_moment_is_placed_in_order_and_measured_against_later_marks() {
+        let mut t = tl(&[
+            (Mark::MarkerStored, 1_000),
+            (Mark::IdlePauseStarted, 20_000),
+        ]);
+        let now_at = t.started_at.unwrap() + chrono::Duration::milliseconds(20_500);
+        let eligible = now_at - chrono::Duration::milliseconds(2_500);
+        t.insert_at(
+            Mark::IdleEligible,
+            eligible,
+            now_at,
+            Duration::from_millis(20_500),
+            None,
+        );
+        let marks: Vec<_> = t.observations.iter().map(|o| o.mark).collect();
+        assert_eq!(
+            marks,
+            [
+                Mark::MarkerStored,
+                Mark::IdleEligible,
+                Mark::IdlePauseStarted
+            ]
+        );
+        let p = |n: &str| {
+            t.phases()
+                .into_iter()
+                .find(|p| p.name == n)
+                .map(|p| p.duration)
+        };
+        assert_eq!(
+            p("idle_eligible_to_pause"),
+            Some(Duration::from_millis(2_000))
+        );
+        assert_eq!(p("idle_eligible_to_paused"), None, "not Paused yet");
+        // A moment before the timeline started (a skewed clock) is clamped to its start.
+        t.insert_at(
+            Mark::IdleEligible,
+            now_at - chrono::Duration::seconds(60),
+            now_at,
+            Duration::from_millis(20_500),
+            None,
+        );
+        assert_eq!(t.observations[0].offset, Duration::ZERO);
     }
 
     #[test]

@@ -57,6 +57,10 @@ pub struct WsWorld {
     pub snapshots_seen: std::collections::BTreeSet<String>,
     /// The snapshots a step found left behind, with their bytes.
     pub snapshots_left: Option<crate::report::SnapshotsLeft>,
+    /// The activity rule that pauses the idle scenario's Workspace.
+    pub idle_rule: Option<crate::platform::idle::PauseRule>,
+    /// What the watch saw while a busy cell ran.
+    pub busy: Option<crate::platform::idle::BusyRecord>,
 }
 
 impl std::fmt::Debug for WsWorld {
@@ -94,6 +98,8 @@ impl WsWorld {
             squeeze: None,
             snapshots_seen: Default::default(),
             snapshots_left: None,
+            idle_rule: None,
+            busy: None,
         })
     }
 
@@ -109,6 +115,25 @@ impl WsWorld {
                 .unwrap_or_default()
         ));
         self.timeline.push(mark, chrono::Utc::now(), offset, detail);
+    }
+
+    /// Records a moment the platform stated (not observed now), in its place on the timeline.
+    pub fn mark_at(
+        &mut self,
+        mark: Mark,
+        at: chrono::DateTime<chrono::Utc>,
+        detail: Option<String>,
+    ) {
+        let now_offset = self.started.elapsed();
+        let now_at = chrono::Utc::now();
+        self.timeline
+            .insert_at(mark, at, now_at, now_offset, detail.clone());
+        let offset = now_offset.saturating_sub((now_at - at).to_std().unwrap_or_default());
+        self.log.push(format!(
+            "{:>9.1} ms  {mark:?} (stated by the platform{})",
+            offset.as_secs_f64() * 1000.0,
+            detail.map(|d| format!(": {d}")).unwrap_or_default()
+        ));
     }
 
     /// The scenario's workspace, or a failure saying a Given step is missing.

@@ -83,6 +83,7 @@ pub(crate) static KEYS: &[KeySpec] = &[
     req("workspace", "kind", Kind::Text),
     req("workspace", "image_config", Kind::Text),
     req("workspace", "pod_config", Kind::Text),
+    req("workspace", "idle_pod_config", Kind::Text),
     req("workspace", "model", Kind::OneOf(MODELS)),
     req("workspace", "home_pvc_size", Kind::Quantity),
     req("workspace", "accelerator", Kind::Text),

@@ -84,6 +84,9 @@ pub struct WorkspaceConfig {
     pub image_config: String,
     /// The `podConfig` option id of that kind (a GPU one for pause/resume with a model).
     pub pod_config: String,
+    /// The `podConfig` option the idle scenarios (idle.feature) use: one whose
+    /// `activityRules` entry pauses within `budgets.idle_pause`.
+    pub idle_pod_config: String,
     /// The model the notebook cells load.
     pub model: Model,
     /// Size of the home PVC, as a Kubernetes quantity.

@@ -6,6 +6,7 @@ pub mod crd;
 pub mod doctor;
 pub mod gpu;
 pub mod idempotent;
+pub mod idle;
 pub mod janitor;
 pub mod ledger;
 pub mod rbac;

@@ -23,6 +23,8 @@ pub fn phase_label(name: &str) -> String {
         "resume_to_kernel" => "resume → kernel",
         "resume_to_next_cell" => "resume → next cell",
         "resume_to_recovered" => "resume → recovered",
+        "idle_eligible_to_pause" => "idle eligible → pause",
+        "idle_eligible_to_paused" => "idle eligible → Paused",
         other => return other.replace("_to_", " → ").replace('_', " "),
     };
     known.to_string()

@@ -72,11 +72,13 @@ pub enum Cell {
     ScanDisk,
     /// Rebuild the model from the application checkpoint (in a fresh process).
     RecoverCheckpoint,
+    /// Stay busy for a while, printing progress (idle.feature).
+    BusyProgress,
 }
 
 impl Cell {
     /// Every cell.
-    pub const ALL: [Cell; 7] = [
+    pub const ALL: [Cell; 8] = [
         Cell::LoadModel,
         Cell::StoreMarker,
         Cell::WriteFiles,
@@ -84,6 +86,7 @@ impl Cell {
         Cell::CheckMarker,
         Cell::ScanDisk,
         Cell::RecoverCheckpoint,
+        Cell::BusyProgress,
     ];
 
     /// The template's file stem and the name used in messages.
@@ -96,6 +99,7 @@ impl Cell {
             Cell::CheckMarker => "check_marker",
             Cell::ScanDisk => "scan_disk",
             Cell::RecoverCheckpoint => "recover_checkpoint",
+            Cell::BusyProgress => "busy_progress",
         }
     }
 }
@@ -138,6 +142,7 @@ pub fn template(model: Model, cell: Cell) -> CellTemplate {
         (Cell::StoreMarker, _) => cell_file!("common", "store_marker.py"),
         (Cell::CheckMarker, _) => cell_file!("common", "check_marker.py"),
         (Cell::ScanDisk, _) => cell_file!("common", "scan_disk.py"),
+        (Cell::BusyProgress, _) => cell_file!("common", "busy_progress.py"),
         (Cell::LoadModel, Model::SimTiny) => cell_file!("sim-tiny", "load_model.py"),
         (Cell::WriteFiles, Model::SimTiny) => cell_file!("sim-tiny", "write_files.py"),
         (Cell::UseModel, Model::SimTiny) => cell_file!("sim-tiny", "use_model.py"),

@@ -248,6 +248,48 @@ fn opts(budget: &Budget, cell: Cell) -> ExecuteOptions {
     ExecuteOptions::new(budget.limit).named(cell.name(), budget.name.to_string())
 }
 
+/// What the busy cell reports.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+pub struct BusyOutcome {
+    /// Progress lines printed.
+    pub lines: u64,
+    /// How long it ran, by the kernel's clock.
+    pub seconds: f64,
+}
+
+/// Runs the `busy_progress` cell: busy for `length`, printing every `every`, within `budget`.
+/// The channel's liveness poll (`GET /api/kernels/<id>`) is off while it runs: jupyter_server
+/// counts every API request as activity, so the poll would keep the Workspace "active" by
+/// itself and hide what the kernel's own output does.
+pub async fn busy_cell(
+    client: &JupyterClient,
+    kernel_id: &str,
+    length: Duration,
+    every: Duration,
+    budgets: &Budgets,
+    budget: &Budget,
+) -> Result<BusyOutcome, SessionError> {
+    let mut ch = KernelChannel::connect_within(client, kernel_id, &budgets.connect).await?;
+    ch.set_liveness_interval(None);
+    let mut values = CellValues::new();
+    values.insert("seconds".into(), serde_json::json!(length.as_secs_f64()));
+    values.insert("every_s".into(), serde_json::json!(every.as_secs_f64()));
+    let options = ExecuteOptions::new(budget.limit)
+        .no_history()
+        .named(Cell::BusyProgress.name(), budget.name.clone());
+    // The model does not matter: the cell is common to all.
+    let result = run_cell(
+        &mut ch,
+        Model::SimTiny,
+        Cell::BusyProgress,
+        &values,
+        options,
+    )
+    .await;
+    ch.close().await;
+    decode(Cell::BusyProgress, result?)
+}
+
 async fn execute_ok(
     ch: &mut KernelChannel,
     model: Model,

@@ -1,6 +1,7 @@
 //! The objects a simulated GKE Workspaces cluster starts with: nodes from the profile's
 //! pools, the `jupyterlab-resumable` WorkspaceKind (snapshot-enabled), a plain `jupyterlab`
-//! kind without snapshots, and the PodSnapshotStorageConfig.
+//! kind without snapshots, and the PodSnapshotStorageConfig. Both kinds carry the GKE kind's
+//! 14400 s catch-all idle rule and, before it, a 1600 s rule for the `gpu_t4_idle` podConfig.
 
 use serde_json::{Value, json};
 
@@ -80,9 +81,40 @@ fn pod_configs() -> Value {
              "spec": {
                 "nodeSelector": {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"},
                 "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                "resources": {"requests": {"cpu": "4", "memory": "16Gi"}, "limits": {"nvidia.com/gpu": 1}}}},
+            // The same T4, under the short idle rule of `activity_rules` (idle.feature):
+            // only Workspaces that choose this option can be paused for inactivity quickly.
+            {"id": IDLE_POD_CONFIG, "spawner": {"displayName": "1x NVIDIA T4, short idle pause",
+              "description": "4 CPU, 16Gi, one T4; paused after 1600 s without activity",
+              "labels": [{"key": "gpu", "value": "nvidia-tesla-t4"}, {"key": IDLE_LABEL.0, "value": IDLE_LABEL.1}]},
+             "spec": {
+                "nodeSelector": {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"},
+                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
                 "resources": {"requests": {"cpu": "4", "memory": "16Gi"}, "limits": {"nvidia.com/gpu": 1}}}}
         ]
     })
+}
+
+/// The podConfig option whose Workspaces the short idle rule pauses.
+pub const IDLE_POD_CONFIG: &str = "gpu_t4_idle";
+/// The spawner label that selects it in `activityRules[].match.matchPodConfig`.
+pub const IDLE_LABEL: (&str, &str) = ("idle-pause", "short");
+
+/// First match wins (kubeflow-workspaces.md §5): the short rule for the podConfig labelled
+/// [`IDLE_LABEL`] (1600 s, at least 2x the probe interval, so the webhook would not warn),
+/// then the catch-all of the GKE `jupyterlab-resumable` kind (14400 s), which stays last.
+///
+/// The short rule has `minRunningSeconds: 600`: a Jupyter server restored from a snapshot
+/// reports its pre-pause `last_activity`, so the first probe after a resume (activity was
+/// reset on entering Running) finds it long idle, and without a minimum running time the
+/// Workspace is paused again at once, before anyone can reconnect (idle.feature found this).
+fn activity_rules() -> Value {
+    json!([
+        {"match": {"matchPodConfig": {"selector": {"matchLabels": {(IDLE_LABEL.0): IDLE_LABEL.1}}}},
+         "config": {"secondsSinceActive": 1600, "minRunningSeconds": 600},
+         "effect": {"pauseWorkspace": true}},
+        {"config": {"secondsSinceActive": 14400, "minRunningSeconds": 0}, "effect": {"pauseWorkspace": true}}
+    ])
 }
 
 fn workspace_kind(name: &str, snapshots: bool) -> Value {
@@ -113,7 +145,7 @@ fn workspace_kind(name: &str, snapshots: bool) -> Value {
                     "podConfig": pod_configs()
                 }
             },
-            "activityRules": [{"config": {"secondsSinceActive": 14400, "minRunningSeconds": 0}, "effect": {"pauseWorkspace": true}}]
+            "activityRules": activity_rules()
         }
     })
 }

@@ -4,6 +4,7 @@ pub mod capacity;
 pub mod drill;
 pub mod failure;
 pub mod gate;
+pub mod idle;
 pub mod kernel;
 pub mod snapshots;
 pub mod workspace;

@@ -24,7 +24,12 @@ fn state_of(name: &str) -> Result<WorkspaceState, String> {
     }
 }
 
-async fn create_running(w: &mut WsWorld, kind: String) -> StepResult {
+/// Creates a Workspace of `kind` with podConfig `pod_config` and waits for it to be Running.
+pub(crate) async fn create_running(
+    w: &mut WsWorld,
+    kind: String,
+    pod_config: String,
+) -> StepResult {
     let cfg = w.ctx.config.clone();
     let suffix = &uuid::Uuid::new_v4().simple().to_string()[..6];
     let name = format!("wsgate-{suffix}");
@@ -35,7 +40,7 @@ async fn create_running(w: &mut WsWorld, kind: String) -> StepResult {
         name: name.clone(),
         kind,
         image_config: cfg.workspace.image_config.clone(),
-        pod_config: cfg.workspace.pod_config.clone(),
+        pod_config,
         home_pvc: format!("{name}-home"),
         home_size: cfg.workspace.home_pvc_size.clone(),
         labels,
@@ -65,12 +70,14 @@ async fn create_running(w: &mut WsWorld, kind: String) -> StepResult {
 #[given(expr = "a snapshot-enabled GPU workspace is Running")]
 async fn snapshot_enabled_running(w: &mut WsWorld) -> StepResult {
     let kind = w.ctx.config.workspace.kind.clone();
-    create_running(w, kind).await
+    let pod_config = w.ctx.config.workspace.pod_config.clone();
+    create_running(w, kind, pod_config).await
 }
 
 #[given(expr = "a GPU workspace of kind {string} is Running")]
 async fn kind_running(w: &mut WsWorld, kind: String) -> StepResult {
-    create_running(w, kind).await
+    let pod_config = w.ctx.config.workspace.pod_config.clone();
+    create_running(w, kind, pod_config).await
 }
 
 /// Waits for a state within a named budget and records the observation.
