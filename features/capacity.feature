@@ -15,4 +15,5 @@ Feature: Resuming while GPUs are scarce waits visibly and loses nothing
     And the workspace's PodSnapshot is still Ready
     When the squeeze is lifted
     Then the workspace is Running within the "resume_to_running" budget
+    And at most one restore attempt is in flight
     And the verdict is "Restored"

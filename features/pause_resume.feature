@@ -14,6 +14,7 @@ Feature: Pausing a GPU notebook frees the GPU, and resuming brings back the runn
     And the workspace's PodSnapshot is Ready
     When the workspace is resumed
     Then the workspace is Running within the "resume_to_running" budget
+    And at most one restore attempt is in flight
     And the verdict is "Restored"
     And the files are unchanged
     And a cell using the loaded model runs without reloading it

@@ -27,6 +27,7 @@ const MATRIX_BUDGETS: &[&str] = &[
     "budgets.delete=60",
     "budgets.waiting_state=30",
     "budgets.drill_resume=180",
+    "budgets.idle_pause=100",
 ];
 
 /// One expected outcome: a scenario (by a fragment of its name) fails, with a message that

@@ -125,14 +125,7 @@ async fn prepare_into(
     let Some(ready) = &snapshot else {
         // Without a snapshot taken before the upgrade, verify could only blame the upgrade
         // for a loss that happened here.
-        let found: Vec<String> = snaps
-            .iter()
-            .map(|s| {
-                snapshots::checkpoint_failure(s)
-                    .map(|why| format!("{} (checkpoint: {why})", snapshots::describe(s)))
-                    .unwrap_or_else(|| snapshots::describe(s))
-            })
-            .collect();
+        let found = snapshots::summarize(&snaps);
         return Err(GateError::NoSnapshot(format!(
             "workspace {ns}/{name} paused, but no PodSnapshot is Ready (found: {found:?}): the \
              platform cannot checkpoint now, before the upgrade, so the gate has nothing to \

@@ -69,6 +69,21 @@ pub fn describe(s: &PodSnapshot) -> String {
     }
 }
 
+/// One line per snapshot for a failure message: its name, where it stands, and the
+/// checkpoint's own reason when the checkpoint failed.
+pub fn summarize(snaps: &[PodSnapshot]) -> Vec<String> {
+    snaps
+        .iter()
+        .map(|s| {
+            let name = s.metadata.name.as_deref().unwrap_or("?");
+            match checkpoint_failure(s) {
+                Some(why) => format!("{name}: {} (checkpoint: {why})", describe(s)),
+                None => format!("{name}: {}", describe(s)),
+            }
+        })
+        .collect()
+}
+
 /// Deletes every snapshot of the workspace (to force a cold start).
 pub async fn delete_all(
     client: &kube::Client,

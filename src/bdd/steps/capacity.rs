@@ -151,14 +151,7 @@ async fn still_ready(w: &mut WsWorld) -> StepResult {
     let Some(expected) = w.snapshot_uid.clone() else {
         // Nothing was Ready when the resume was asked for: the snapshot was never there to
         // be consumed, and the cause is the checkpoint, not the wait.
-        let found: Vec<String> = snaps
-            .iter()
-            .map(|s| {
-                snapshots::checkpoint_failure(s)
-                    .map(|why| format!("{} (checkpoint: {why})", snapshots::describe(s)))
-                    .unwrap_or_else(|| snapshots::describe(s))
-            })
-            .collect();
+        let found = snapshots::summarize(&snaps);
         return Err(format!(
             "no PodSnapshot was Ready when the resume was requested, so there is none to keep \
              while it waits; the workspace's PodSnapshots: {found:?}"

@@ -86,11 +86,23 @@ pub async fn wait_state(w: &mut WsWorld, state: WorkspaceState, budget: &str) ->
     let new = w.ws()?.clone();
     let api: Api<Workspace> = Api::namespaced(w.ctx.client.clone(), &new.namespace);
     let wf = WaitFor::new(budget, limit, format!("be {state}"));
-    wait::until(&api, &new.name, &wf, ws::describe, |o| {
+    let waited = wait::until(&api, &new.name, &wf, ws::describe, |o| {
         ws::is_state(o, state)
     })
-    .await
-    .map_err(|e| e.to_string())?;
+    .await;
+    if let Err(e) = waited {
+        // A pause that does not end is almost always a checkpoint that does not: say where
+        // the snapshot stands.
+        let mut message = e.to_string();
+        if state == WorkspaceState::Paused
+            && let Ok(snaps) =
+                snapshots::of_workspace(&w.ctx.client, &new.namespace, &new.name).await
+        {
+            let found = snapshots::summarize(&snaps);
+            message.push_str(&format!("; the workspace's PodSnapshots: {found:?}"));
+        }
+        return Err(message);
+    }
     let resumed = w.timeline.last(Mark::ResumeRequested).is_some();
     match state {
         WorkspaceState::Running if resumed => w.mark(Mark::WorkspaceResumed, None),
