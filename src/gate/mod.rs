@@ -143,7 +143,15 @@ pub async fn start_kernel(jc: &JupyterClient, budgets: &Budgets) -> Result<Strin
         loop {
             match jc.start_kernel(None).await {
                 Ok(k) => return Ok(k.id),
-                Err(e) if e.is_transient() => tokio::time::sleep(Duration::from_millis(200)).await,
+                Err(e) if e.is_transient() => {
+                    // Waiting for the server to come up is a wait on Jupyter.
+                    let span = tracing::info_span!(crate::platform::wait::SPAN, on = "jupyter");
+                    tracing::Instrument::instrument(
+                        tokio::time::sleep(Duration::from_millis(200)),
+                        span,
+                    )
+                    .await
+                }
                 Err(e) => return Err(e),
             }
         }

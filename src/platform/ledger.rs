@@ -10,6 +10,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, Preconditions, PropagationPoli
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::wait::{await_condition, conditions};
 use serde::{Deserialize, Serialize};
+use tracing::Instrument;
 
 use super::taint::NodeTaint;
 
@@ -210,7 +211,11 @@ pub async fn delete_and_wait(client: &kube::Client, e: &Entry, budget: Duration)
     let mut last_error = String::new();
     loop {
         let gone = await_condition(api.clone(), &e.name, conditions::is_deleted(&uid));
-        match tokio::time::timeout_at(deadline, gone).await {
+        let span = tracing::info_span!(super::wait::SPAN, on = "platform", phase = "delete");
+        match tokio::time::timeout_at(deadline, gone)
+            .instrument(span)
+            .await
+        {
             Ok(Ok(_)) => return CleanupOutcome::Deleted,
             Ok(Err(err)) => {
                 tracing::debug!(object = %e.describe(), error = %err, "watch of a deletion failed; watching again");

@@ -240,7 +240,11 @@ where
     }
 
     fn call(&mut self, req: Request<Body>) -> Self::Future {
-        Box::pin(send(self.inner.clone(), self.policy, req))
+        let span = tracing::info_span!(super::wait::SPAN, on = "api");
+        Box::pin(tracing::Instrument::instrument(
+            send(self.inner.clone(), self.policy, req),
+            span,
+        ))
     }
 }
 

@@ -7,6 +7,12 @@
 //! only an expired resourceVersion (410) makes it list again. Transient watch errors are
 //! retried within the budget and the last one is named if the budget runs out; an error
 //! that retrying cannot fix (401, 403, 404 ...) ends the wait at once.
+//!
+//! Every wait of the harness on its target runs inside a `tracing` span named [`SPAN`]
+//! with a field `on`: `platform` (a watch for a transition, here and in cleanup), `api` (one
+//! API request, retries included) or `jupyter` (a Jupyter REST call, a kernel websocket, a
+//! cell). A subscriber can time them: `benches/suite.rs` subtracts them from the wall time
+//! to get the harness's own overhead.
 
 use std::fmt::Debug;
 use std::time::Duration;
@@ -16,6 +22,7 @@ use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 /// A wait that ran out of budget or could not watch.
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +75,9 @@ pub fn permanent(e: &watcher::Error) -> bool {
     }
 }
 
+/// The name of the span around every wait of the harness on its target (see the module doc).
+pub const SPAN: &str = "wsgate.wait";
+
 /// What a wait is for: the budget's name and limit, and a description for messages.
 #[derive(Debug, Clone)]
 pub struct WaitFor {
@@ -92,6 +102,23 @@ impl WaitFor {
 /// Waits until `done(object)` holds for the object `name` (`None` = it does not exist).
 /// `describe` renders the object's current state for progress and timeout messages.
 pub async fn until<K>(
+    api: &Api<K>,
+    name: &str,
+    wait: &WaitFor,
+    describe: impl Fn(Option<&K>) -> String,
+    done: impl Fn(Option<&K>) -> bool,
+) -> Result<Option<K>, WaitError>
+where
+    K: kube::Resource + Clone + Debug + DeserializeOwned + Send + 'static,
+    K::DynamicType: Default,
+{
+    let span = tracing::info_span!(SPAN, on = "platform", phase = %wait.phase);
+    until_unspanned(api, name, wait, describe, done)
+        .instrument(span)
+        .await
+}
+
+async fn until_unspanned<K>(
     api: &Api<K>,
     name: &str,
     wait: &WaitFor,
@@ -217,5 +244,12 @@ where
         }
         false
     };
-    tokio::time::timeout(within, wait).await.unwrap_or(false)
+    tokio::time::timeout(within, wait)
+        .instrument(tracing::info_span!(
+            SPAN,
+            on = "platform",
+            phase = "next_change"
+        ))
+        .await
+        .unwrap_or(false)
 }

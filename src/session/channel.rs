@@ -107,7 +107,9 @@ impl KernelChannel {
     /// Opens the channel (one attempt). 401/403 is `Unauthorized`, 404 `KernelNotFound`.
     pub async fn connect(client: &JupyterClient, kernel_id: &str) -> Result<Self, SessionError> {
         let session_id = uuid::Uuid::new_v4().to_string();
-        let socket = open(client, kernel_id, &session_id).await?;
+        let span = tracing::info_span!(crate::platform::wait::SPAN, on = "jupyter");
+        let socket =
+            tracing::Instrument::instrument(open(client, kernel_id, &session_id), span).await?;
         Ok(KernelChannel {
             client: client.clone(),
             kernel_id: kernel_id.to_owned(),
@@ -138,7 +140,14 @@ impl KernelChannel {
                         format!("not connected; the last attempt failed: {e}"),
                     ));
                 }
-                Ok(Err(_)) => tokio::time::sleep(Duration::from_millis(250)).await,
+                Ok(Err(_)) => {
+                    let span = tracing::info_span!(crate::platform::wait::SPAN, on = "jupyter");
+                    tracing::Instrument::instrument(
+                        tokio::time::sleep(Duration::from_millis(250)),
+                        span,
+                    )
+                    .await
+                }
                 Err(_) => {
                     return Err(budget_error(
                         budget,
@@ -152,7 +161,12 @@ impl KernelChannel {
 
     /// Replaces the socket with a fresh one (same session id), as after a resume.
     pub async fn reconnect(&mut self) -> Result<(), SessionError> {
-        let socket = open(&self.client, &self.kernel_id, &self.session_id).await?;
+        let span = tracing::info_span!(crate::platform::wait::SPAN, on = "jupyter");
+        let socket = tracing::Instrument::instrument(
+            open(&self.client, &self.kernel_id, &self.session_id),
+            span,
+        )
+        .await?;
         let old = std::mem::replace(&mut self.socket, socket);
         drop(old);
         Ok(())
@@ -172,6 +186,15 @@ impl KernelChannel {
     /// A cell that raised is `Ok` with `ExecuteStatus::Error`; use
     /// [`ExecuteOutcome::into_ok`] to turn that into an error.
     pub async fn execute(
+        &mut self,
+        code: &str,
+        options: &ExecuteOptions,
+    ) -> Result<ExecuteOutcome, SessionError> {
+        let span = tracing::info_span!(crate::platform::wait::SPAN, on = "jupyter");
+        tracing::Instrument::instrument(self.execute_unspanned(code, options), span).await
+    }
+
+    async fn execute_unspanned(
         &mut self,
         code: &str,
         options: &ExecuteOptions,

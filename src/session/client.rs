@@ -104,6 +104,16 @@ impl JupyterClient {
         url: Url,
         body: Option<serde_json::Value>,
     ) -> Result<Response, SessionError> {
+        let span = tracing::info_span!(crate::platform::wait::SPAN, on = "jupyter");
+        tracing::Instrument::instrument(self.send_unspanned(method, url, body), span).await
+    }
+
+    async fn send_unspanned(
+        &self,
+        method: Method,
+        url: Url,
+        body: Option<serde_json::Value>,
+    ) -> Result<Response, SessionError> {
         let mut req = self.http.request(method, url).headers(self.auth.clone());
         if let Some(body) = body {
             req = req.json(&body);

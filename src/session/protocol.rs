@@ -430,7 +430,13 @@ where
     loop {
         match tokio::time::timeout_at(deadline, f()).await {
             Ok(Err(e)) if e.is_transient() && Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(250)).await;
+                // Waiting for the server to come up is a wait on Jupyter.
+                let span = tracing::info_span!(crate::platform::wait::SPAN, on = "jupyter");
+                tracing::Instrument::instrument(
+                    tokio::time::sleep(Duration::from_millis(250)),
+                    span,
+                )
+                .await;
             }
             Ok(result) => return result,
             Err(_) => {

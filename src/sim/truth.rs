@@ -48,12 +48,38 @@ pub struct TruthEvent {
 /// One reconcile: (reaction lag, time inside reconcile), in microseconds.
 type Reaction = (u32, u32);
 
+/// A delay the simulator imposes on purpose (the profile's `[timing]`), by what it stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Imposed {
+    /// Bind -> container started (`pod_start_ms`).
+    PodStart,
+    /// The extra start time of a pod restored from a snapshot (`restore_ms`).
+    Restore,
+    /// A checkpoint's upload (`checkpoint_min_ms`, `checkpoint_mib_per_s`).
+    Checkpoint,
+    /// Graceful termination of a deleted pod (`termination_ms`).
+    Termination,
+    /// The snapshot add-on's drain before it triggers a checkpoint (`addon_settle_ms`).
+    AddonSettle,
+}
+
+/// How many delays of one kind the simulator served, and their sum.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ImposedStats {
+    pub delay: Imposed,
+    pub count: usize,
+    pub total_ms: f64,
+}
+
 /// The recorder. Cheap to share.
 pub struct Truth {
     start: Instant,
     events: Mutex<Vec<TruthEvent>>,
     /// Per controller: (reaction lag, time inside reconcile) of every reconcile, microseconds.
     reactions: Mutex<BTreeMap<(&'static str, &'static str), Vec<Reaction>>>,
+    /// Per kind of delay: how many were served and their sum.
+    imposed: Mutex<BTreeMap<Imposed, (usize, std::time::Duration)>>,
 }
 
 impl Default for Truth {
@@ -62,6 +88,7 @@ impl Default for Truth {
             start: Instant::now(),
             events: Mutex::new(Vec::new()),
             reactions: Mutex::new(BTreeMap::new()),
+            imposed: Mutex::new(BTreeMap::new()),
         }
     }
 }
@@ -173,11 +200,65 @@ impl Truth {
             .collect()
     }
 
+    /// Records that the simulator served a delay of `delay` on purpose: call it once the
+    /// delayed step happened, with the delay the profile asked for.
+    pub fn record_imposed(&self, what: Imposed, delay: std::time::Duration) {
+        let mut all = self.imposed.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = all.entry(what).or_default();
+        entry.0 += 1;
+        entry.1 += delay;
+    }
+
+    /// The delays served so far, by kind (kinds with none are left out).
+    pub fn imposed(&self) -> Vec<ImposedStats> {
+        self.imposed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(delay, (count, total))| ImposedStats {
+                delay: *delay,
+                count: *count,
+                total_ms: total.as_secs_f64() * 1000.0,
+            })
+            .collect()
+    }
+
     /// Every transition so far, in order.
     pub fn events(&self) -> Vec<TruthEvent> {
         self.events
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn imposed_delays_add_up_per_kind() {
+        let t = Truth::default();
+        assert!(t.imposed().is_empty());
+        t.record_imposed(Imposed::PodStart, Duration::from_millis(100));
+        t.record_imposed(Imposed::Checkpoint, Duration::from_millis(250));
+        t.record_imposed(Imposed::PodStart, Duration::from_millis(40));
+        let got = t.imposed();
+        assert_eq!(
+            got,
+            vec![
+                ImposedStats {
+                    delay: Imposed::PodStart,
+                    count: 2,
+                    total_ms: 140.0
+                },
+                ImposedStats {
+                    delay: Imposed::Checkpoint,
+                    count: 1,
+                    total_ms: 250.0
+                },
+            ]
+        );
     }
 }

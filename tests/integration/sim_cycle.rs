@@ -15,6 +15,7 @@ use wsgate::platform::workspace::{self as ws, WORKSPACE_LABEL};
 use wsgate::session::{
     Auth, ClientOptions, ExecuteOptions, JupyterClient, KernelChannel, Secret as Token,
 };
+use wsgate::sim::truth::Imposed;
 use wsgate::sim::{SimHandle, SimOptions};
 
 const NS: &str = "wsgate-test";
@@ -215,6 +216,15 @@ async fn kernel_dies_after_a_real_restore() {
                 && e.name.starts_with(&format!("ws-{name}-"))),
         "the resume was a restore"
     );
+    // The simulator's record of the delays it imposed: one start and one restored start,
+    // one add-on settle and checkpoint for the one pause, a termination for the paused pod.
+    let imposed = sim.truth().imposed();
+    let count = |d: Imposed| imposed.iter().find(|s| s.delay == d).map_or(0, |s| s.count);
+    assert_eq!(count(Imposed::PodStart), 2, "{imposed:?}");
+    assert_eq!(count(Imposed::Restore), 1, "{imposed:?}");
+    assert_eq!(count(Imposed::AddonSettle), 1, "{imposed:?}");
+    assert_eq!(count(Imposed::Checkpoint), 1, "{imposed:?}");
+    assert!(count(Imposed::Termination) >= 1, "{imposed:?}");
     // ... the server restored with it still lists the kernel, but its process was killed:
     // the server restarts it, empty.
     let jc = jupyter(&client, name).await;

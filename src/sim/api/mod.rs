@@ -201,10 +201,15 @@ async fn authenticate(AxState(state): AxState<State>, req: Request, next: Next) 
     }
 }
 
-/// Simulator-only: every real transition with its time, for tests that measure the harness.
+/// Simulator-only: every real transition with its time, and the delays the simulator imposed
+/// on purpose (by kind: count and sum), for tests and benchmarks that measure the harness.
 async fn truth(AxState(state): AxState<State>) -> Response {
     let events = serde_json::to_value(state.truth.events()).unwrap_or_default();
-    json_response(StatusCode::OK, &serde_json::json!({"events": events}))
+    let imposed = serde_json::to_value(state.truth.imposed()).unwrap_or_default();
+    json_response(
+        StatusCode::OK,
+        &serde_json::json!({"events": events, "imposed": imposed}),
+    )
 }
 
 /// Simulator-only: every distinct client request so far in RBAC terms (verb, group,

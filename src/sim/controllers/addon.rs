@@ -43,6 +43,7 @@ use crate::sim::faults::Fault;
 use crate::sim::seed::{SNAPSHOT_ENABLED, STORAGE_CONFIG};
 use crate::sim::store::meta::now_rfc3339;
 use crate::sim::store::{DeleteOptions, Event};
+use crate::sim::truth::Imposed;
 use webhook::{
     ACTIVE_GATE, CHECKPOINT_STARTED_AT, CHECKPOINT_STATE, LAST_CHECKPOINT_NAME,
     STORAGE_CONFIG_ANNOTATION, clear_state, hold_pause, inject_pod, requests_tpu,
@@ -408,6 +409,7 @@ impl SnapshotAddon {
                     .create(kind("PodSnapshotManualTrigger"), key.ns(), t, false)
                 {
                     Ok(t) => {
+                        ctx.truth.record_imposed(Imposed::AddonSettle, settle);
                         lock(&self.triggers)
                             .insert(uid_of(ws).to_string(), (started, uid_of(&t).to_string()));
                     }

@@ -35,7 +35,7 @@ use crate::sim::faults::{self, FAULT_ANNOTATION, Fault};
 use crate::sim::seed::DRIVER_ANNOTATION;
 use crate::sim::store::meta::now_rfc3339;
 use crate::sim::store::{DeleteOptions, Event, EventType};
-use crate::sim::truth::Transition;
+use crate::sim::truth::{Imposed, Transition};
 
 pub use restore::{RestorePlan, distilled_spec_hash, restore_plan};
 
@@ -633,6 +633,9 @@ impl Agent {
             return Next::After(job.duration - elapsed);
         }
         let ns = key.namespace.as_str();
+        if job.outcome != Outcome::Hang {
+            ctx.truth.record_imposed(Imposed::Checkpoint, job.duration);
+        }
         match job.outcome {
             Outcome::Hang => {
                 // A hung checkpoint stays AwaitingCheckpoint, with an InProgress condition.

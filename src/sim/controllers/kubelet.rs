@@ -17,7 +17,7 @@ use crate::sim::faults::Fault;
 use crate::sim::pods::{JupyterSpec, StartState, Started};
 use crate::sim::store::meta::now_rfc3339;
 use crate::sim::store::{DeleteOptions, Event};
-use crate::sim::truth::Transition;
+use crate::sim::truth::{Imposed, Transition};
 
 #[derive(Default)]
 pub struct Kubelet {
@@ -111,6 +111,7 @@ impl Reconciler for Kubelet {
                 .is_ok()
             {
                 self.forget(&uid);
+                ctx.truth.record_imposed(Imposed::Termination, wait);
                 ctx.truth.record(
                     Transition::PodDeleted,
                     key.ns(),
@@ -152,6 +153,13 @@ impl Reconciler for Kubelet {
                     return Next::Done;
                 }
             };
+            ctx.truth.record_imposed(
+                Imposed::PodStart,
+                Duration::from_millis(timing.pod_start_ms),
+            );
+            if let Some(plan) = &restored {
+                ctx.truth.record_imposed(Imposed::Restore, plan.delay);
+            }
             let now = now_rfc3339();
             let image = pod
                 .pointer("/spec/containers/0/image")
@@ -184,12 +192,13 @@ impl Reconciler for Kubelet {
                 set_condition(&mut c, "Ready", if ready { "True" } else { "False" }, (!ready).then_some("ReadinessGatesNotReady"), None, &now);
                 Ok(c)
             });
-            ctx.truth.record(
+            ctx.truth.record_delayed(
                 Transition::PodRunning,
                 key.ns(),
                 &key.name,
                 Some(&node),
                 None,
+                Some(wait),
             );
             match &restored {
                 Some(plan) => {
