@@ -192,13 +192,17 @@ pub async fn run(
         "preparing {} paused workspaces, {} at a time ({} kernel-checked)",
         plan.workspaces, plan.gpus, plan.sample
     ));
+    // Names unique to this drill, not just to the run: two drills of one run (a Scenario
+    // Outline's rows) must never share a name, since what the platform tears down after a
+    // deleted Workspace (its snapshots, policy and trigger) is found by name.
+    let drill_id = &uuid::Uuid::new_v4().simple().to_string()[..6];
     let permits = Arc::new(tokio::sync::Semaphore::new(plan.gpus.max(1) as usize));
     let tasks = (0..plan.workspaces).map(|i| {
         let permits = permits.clone();
         async move {
             let _permit = permits.acquire().await;
             let mut own = Ledger::default();
-            let result = prepare_one(client, cfg, plan, i, &mut own).await;
+            let result = prepare_one(client, cfg, plan, drill_id, i, &mut own).await;
             (own, result)
         }
     });
@@ -267,13 +271,11 @@ async fn prepare_one(
     client: &kube::Client,
     cfg: &Config,
     plan: &DrillPlan,
+    drill_id: &str,
     i: usize,
     ledger: &mut Ledger,
 ) -> Result<Prepared, DrillError> {
-    let name = format!(
-        "wsgate-drill-{}-{i:03}",
-        &plan.run_id[plan.run_id.len().saturating_sub(4)..]
-    );
+    let name = format!("wsgate-drill-{drill_id}-{i:03}");
     let sampled = i < plan.sample;
     let new = NewWorkspace {
         namespace: cfg.target.namespace.clone(),
@@ -416,8 +418,17 @@ async fn finish_one(
         started.elapsed().as_secs_f64(),
         result.verdict
     ));
-    // Give the GPU to the next one.
-    let _ = api.delete(&name, &DeleteParams::default()).await;
+    // Give the GPU to the next one. A delete that fails leaves the GPU held, and the
+    // others would wait out their budget for it: say so here, where the cause is.
+    match api.delete(&name, &DeleteParams::default()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        Err(e) => {
+            let why = format!("could not delete it to free its GPU: {e}");
+            progress(&format!("{name}: {why}"));
+            result.problem.get_or_insert(why);
+        }
+    }
     result
 }
 

@@ -89,6 +89,28 @@ impl GateOutcome {
     }
 }
 
+/// What the platform itself said about the restore (its PodRestored condition and restore
+/// event, as the verdict recorded them), in parentheses; empty when it was not observed.
+/// It tells a snapshot the platform refused (PodRestored False, with why) from a silent
+/// cold start (no condition at all) and from a restore that came back without its process.
+fn platform_said(restore: &Verdict) -> String {
+    let said: Vec<&str> = restore
+        .decided_by
+        .iter()
+        .map(String::as_str)
+        .filter(|l| {
+            l.starts_with("PodRestored")
+                || l.starts_with("event ")
+                || l.starts_with("restore event")
+        })
+        .collect();
+    if said.is_empty() {
+        String::new()
+    } else {
+        format!(" (the platform said: {})", said.join("; "))
+    }
+}
+
 /// Decides the gate from the restore verdict and the number of attempts.
 pub fn gate_verdict(
     restore: &Verdict,
@@ -115,9 +137,11 @@ pub fn gate_verdict(
         ),
         VerdictKind::FreshSession if restore.files == FilesState::Intact && recovered => (
             GateVerdict::SnapshotInvalidated,
-            "the resume opened a fresh session: the snapshot did not survive the upgrade; \
-             the files and the application checkpoint did"
-                .into(),
+            format!(
+                "the resume opened a fresh session{}: the paused process was not restored \
+                 across the upgrade; the files and the application checkpoint were",
+                platform_said(restore)
+            ),
             Some(
                 "Workspaces paused before this upgrade come back as fresh sessions: kernel \
                  memory (variables, loaded models) is lost, files are kept. Ask users to save \
@@ -342,8 +366,23 @@ mod tests {
     #[test]
     fn a_fresh_session_passes_with_guidance_only_when_the_work_is_recoverable() {
         let fresh = verdict(VerdictKind::FreshSession, FilesState::Intact);
-        let (g, _, guidance) = gate_verdict(&fresh, 1, 0, true);
+        let (g, summary, guidance) = gate_verdict(&fresh, 1, 0, true);
         assert_eq!(g, GateVerdict::SnapshotInvalidated);
+        assert!(!summary.contains("platform said"), "{summary}");
+        let mut refused = fresh.clone();
+        refused.decided_by = vec![
+            "nonce: absent".into(),
+            "PodRestored: False (RestoreFailed): the GPU model changed".into(),
+            "restore event: none seen".into(),
+        ];
+        let (_, summary, _) = gate_verdict(&refused, 1, 0, true);
+        assert!(
+            summary.contains(
+                "(the platform said: PodRestored: False (RestoreFailed): the GPU model changed; \
+                 restore event: none seen)"
+            ),
+            "{summary}"
+        );
         assert!(guidance.is_some_and(|t| t.contains("fresh sessions")));
         assert_eq!(gate_verdict(&fresh, 1, 0, false).0, GateVerdict::Failed);
         let lost = verdict(VerdictKind::FilesLost, FilesState::Lost);

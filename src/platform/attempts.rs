@@ -106,6 +106,11 @@ impl PodLog {
         }
     }
 
+    /// Forgets which pods are alive (the maxima stay): a relist re-adds the living ones.
+    fn relist(&mut self) {
+        self.alive.values_mut().for_each(BTreeSet::clear);
+    }
+
     fn delete(&mut self, pod: &Pod) {
         if let (Some(ws), Some(uid)) = (
             pod.metadata
@@ -134,7 +139,9 @@ async fn watch_pods(
         match ev {
             Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => log.apply(&p),
             Ok(watcher::Event::Delete(p)) => log.delete(&p),
-            Ok(watcher::Event::Init) => {}
+            // A relist (first list, or after a watch expired): the pods it lists are all
+            // that is alive now; one deleted while the watch was down sends no Delete.
+            Ok(watcher::Event::Init) => log.relist(),
             Ok(watcher::Event::InitDone) => {
                 if let Some(r) = ready.take() {
                     let _ = r.send(Ok(()));
@@ -147,5 +154,51 @@ async fn watch_pods(
     }
     if let Some(r) = ready.take() {
         let _ = r.send(Err("the pod watch ended".into()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(ws: &str, uid: &str, deleting: bool) -> Pod {
+        let mut p = Pod::default();
+        p.metadata.uid = Some(uid.into());
+        p.metadata.labels = Some([(WORKSPACE_LABEL.to_string(), ws.to_string())].into());
+        if deleting {
+            p.metadata.deletion_timestamp =
+                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::now(),
+                ));
+        }
+        p
+    }
+
+    #[test]
+    fn two_live_pods_of_one_workspace_count_as_two_attempts() {
+        let mut log = PodLog {
+            resumed_at: Some(Instant::now()),
+            ..Default::default()
+        };
+        log.apply(&pod("w", "a", false));
+        log.apply(&pod("w", "b", false));
+        log.apply(&pod("w", "a", true));
+        log.apply(&pod("v", "c", false));
+        assert_eq!(log.max_alive.get("w"), Some(&2));
+        assert_eq!(log.max_alive.get("v"), Some(&1));
+    }
+
+    #[test]
+    fn a_pod_deleted_while_the_watch_was_down_is_not_an_attempt() {
+        let mut log = PodLog {
+            resumed_at: Some(Instant::now()),
+            ..Default::default()
+        };
+        log.apply(&pod("w", "old", false));
+        // The watch expired; `old` was deleted meanwhile, and the relist lists only `new`.
+        log.relist();
+        log.apply(&pod("w", "new", false));
+        assert_eq!(log.max_alive.get("w"), Some(&1));
+        assert_eq!(log.alive["w"].len(), 1);
     }
 }

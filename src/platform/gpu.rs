@@ -14,6 +14,8 @@ use super::wait::{self, WaitError, WaitFor};
 
 pub const GPU: &str = "nvidia.com/gpu";
 pub const ACCELERATOR_LABEL: &str = "cloud.google.com/gke-accelerator";
+/// The well-known node label a probe pins itself to one node with.
+pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 /// The ResourceQuota a squeeze creates.
 pub const SQUEEZE_QUOTA: &str = "wsgate-gpu-squeeze";
 
@@ -125,13 +127,17 @@ pub async fn free(client: &kube::Client, accelerator: &str) -> Result<i64, GpuEr
         .sum())
 }
 
-/// Creates a pod that asks for one GPU of `accelerator`, waits until it is scheduled (within
-/// `wait`), deletes it, and returns the node it landed on.
+/// Creates a pod that asks for one GPU of `accelerator` (on `node` when given: the node a
+/// paused workspace left, so that it is that GPU which must come back, not any other free
+/// one), waits until it is scheduled (within `wait`), deletes it, and returns the node it
+/// landed on.
+#[allow(clippy::too_many_arguments)]
 pub async fn probe_schedulable(
     client: &kube::Client,
     ledger: &mut Ledger,
     namespace: &str,
     accelerator: &str,
+    node: Option<&str>,
     labels: &BTreeMap<String, String>,
     wait_for: &WaitFor,
 ) -> Result<String, GpuError> {
@@ -140,12 +146,17 @@ pub async fn probe_schedulable(
         "wsgate-gpu-probe-{}",
         &uuid::Uuid::new_v4().simple().to_string()[..8]
     );
+    let mut selector = serde_json::Map::new();
+    selector.insert(ACCELERATOR_LABEL.into(), json!(accelerator));
+    if let Some(node) = node {
+        selector.insert(HOSTNAME_LABEL.into(), json!(node));
+    }
     let pod: Pod = serde_json::from_value(json!({
         "metadata": {"name": name, "labels": labels},
         "spec": {
             "restartPolicy": "Never",
             "terminationGracePeriodSeconds": 0,
-            "nodeSelector": {ACCELERATOR_LABEL: accelerator},
+            "nodeSelector": selector,
             "tolerations": [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}],
             "containers": [{"name": "probe", "image": "registry.k8s.io/pause:3.10",
                             "resources": {"limits": {GPU: 1}}}]

@@ -462,6 +462,7 @@ async fn lifecycle(sim: &SimHandle, client: &kube::Client) {
         &mut ledger,
         NS,
         "nvidia-tesla-t4",
+        None,
         &labels,
         &wait_for("rbac:probe", "be scheduled"),
     )

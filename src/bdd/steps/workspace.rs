@@ -220,10 +220,27 @@ async fn probe_pod(w: &mut WsWorld) -> StepResult {
     let labels = w.ctx.labels();
     let wf = WaitFor::new("gpu_release", limit, "be scheduled");
     let client = w.ctx.client.clone();
-    gpu::probe_schedulable(&client, &mut w.ledger, &ns, &accelerator, &labels, &wf)
-        .await
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+    // The GPU the workspace held must come back, not just any GPU of the model: with two
+    // nodes, a probe free to land anywhere passes while the paused workspace's GPU leaks.
+    let node = w.node_before_pause.clone();
+    gpu::probe_schedulable(
+        &client,
+        &mut w.ledger,
+        &ns,
+        &accelerator,
+        node.as_deref(),
+        &labels,
+        &wf,
+    )
+    .await
+    .map(|_| ())
+    .map_err(|e| match &node {
+        Some(node) => format!(
+            "the GPU the workspace held on node {node} did not come back to the pool \
+             (or another pod took it): {e}"
+        ),
+        None => e.to_string(),
+    })
 }
 
 #[then(expr = "the workspace's PodSnapshot is Ready")]
