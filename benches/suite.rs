@@ -229,6 +229,7 @@ fn main() {
             token: wsgate::session::Secret::new(uuid::Uuid::new_v4().simple().to_string()),
             simulator: true,
             cleanup: Default::default(),
+            shared: Default::default(),
             scenarios: Default::default(),
             config: cfg.clone(),
         });

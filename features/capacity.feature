@@ -1,4 +1,4 @@
-@nightly @drill
+@nightly @drill @serial
 Feature: Resuming while GPUs are scarce waits visibly and loses nothing
   In a capacity crunch a resume must show a clear "waiting for resources" state, never start
   competing restore attempts, and keep the snapshot until the GPU comes back.

@@ -1,4 +1,4 @@
-@drill @slow
+@drill @slow @serial
 Feature: Capacity-contention drill: paused workspaces resume at once on fewer GPUs
   When more paused workspaces resume at the same moment than there are GPUs, each one waits
   its turn visibly, restores from its own snapshot, and never starts competing attempts.

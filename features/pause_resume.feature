@@ -1,4 +1,4 @@
-@nightly @gate @gpu
+@nightly @gate @gpu @serial
 Feature: Pausing a GPU notebook frees the GPU, and resuming brings back the running process
   A platform team turns on pause for GPU notebooks only if resume brings back the kernel
   process (model in memory, variables in RAM), not just a fresh session over the same files.

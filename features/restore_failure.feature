@@ -1,4 +1,4 @@
-@nightly
+@nightly @sim-only
 Feature: A resume that cannot restore shows a readable state, one attempt, and the work in the files
   When the checkpoint fails, or the snapshot cannot be restored because the resume lands on
   a node with another GPU model, the workspace must say what happened in plain words, must

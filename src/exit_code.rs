@@ -4,7 +4,7 @@
 //! |------|-----------------------|---------------------------------------------------------------------|
 //! | 0    | `SUCCESS`             | everything passed (for `probe check`: verdict Restored)             |
 //! | 1    | `FAILED`              | one or more scenarios (or the gate) failed                          |
-//! | 2    | `USAGE`               | bad flags, bad config, malformed feature file, unknown step         |
+//! | 2    | `USAGE`               | bad flags, bad config, malformed feature file, unknown step, tags or name selecting no scenario |
 //! | 3    | `TARGET`              | target unreachable, refused credentials, or a prerequisite missing  |
 //! | 4    | `CLEANUP_LEAK`        | the run passed but left objects behind in the cluster               |
 //! | 5    | `NOT_BUILT`           | reserved for a subcommand not built yet (every one is built now)    |
@@ -19,7 +19,7 @@
 pub const SUCCESS: i32 = 0;
 /// One or more scenarios, or the gate, failed.
 pub const FAILED: i32 = 1;
-/// Bad flags, bad config, malformed feature file, unknown step.
+/// Bad flags, bad config, malformed feature file, unknown step, tags or name selecting no scenario.
 pub const USAGE: i32 = 2;
 /// Target unreachable, credentials refused, or a prerequisite missing.
 pub const TARGET: i32 = 3;
@@ -46,7 +46,7 @@ pub const TABLE: &[(i32, &str)] = &[
     (FAILED, "one or more scenarios, or the gate, failed"),
     (
         USAGE,
-        "bad flags, bad config, malformed feature file, unknown step",
+        "bad flags, bad config, malformed feature file, unknown step, tags or name selecting no scenario",
     ),
     (
         TARGET,

@@ -230,6 +230,21 @@ fn run_suite(root: &Path, run: &Run) -> Result<(Outcomes, bool), String> {
     {
         return Err("the report has no GPU allocation samples".into());
     }
+    // Nothing left behind, under any fault: every object a scenario created is removed.
+    let leaks: Vec<String> = report["cleanup"]
+        .as_array()
+        .ok_or("the report has no cleanup section")?
+        .iter()
+        .filter(|c| c["outcome"]["status"] != "deleted" && c["outcome"]["status"] != "already_gone")
+        .map(|c| format!("{} ({}): {}", c["object"], c["scenario"], c["outcome"]))
+        .collect();
+    if !leaks.is_empty() {
+        return Err(format!(
+            "cleanup did not remove everything; its output is in {}:\n    {}",
+            log.display(),
+            leaks.join("\n    ")
+        ));
+    }
     let scenarios = report["scenarios"]
         .as_array()
         .ok_or("report has no scenarios")?

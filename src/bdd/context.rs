@@ -19,6 +19,10 @@ pub struct RunContext {
     pub simulator: bool,
     /// Every scenario's cleanup results, for the exit code and the reports.
     pub cleanup: Mutex<Vec<(String, CleanupResult)>>,
+    /// What the scenarios share, created once and removed after the last scenario: the
+    /// namespace's Jupyter token Secret. In a scenario's own ledger, that scenario's cleanup
+    /// would delete it under the feet of scenarios still running beside it.
+    pub shared: tokio::sync::Mutex<crate::platform::ledger::Ledger>,
     /// Every finished scenario's report.
     pub scenarios: Mutex<Vec<(super::steplog::ScenarioKey, crate::report::ScenarioReport)>>,
 }

@@ -367,4 +367,39 @@ mod tests {
         let text = text.split("\n    Examples:").next().unwrap().to_string() + "\n";
         assert_eq!(check_text(&text), Ok(1));
     }
+
+    fn noop<'a>(
+        _: &'a mut WsWorld,
+        _: cucumber::step::Context,
+    ) -> futures::future::LocalBoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
+
+    #[test]
+    fn a_step_two_definitions_match_is_refused_as_ambiguous_with_its_line() {
+        // The real steps plus one more whose pattern also matches a real step's text.
+        let steps = <WsWorld as cucumber::World>::collection().given(
+            None,
+            regex::Regex::new("^a snapshot-enabled GPU workspace is (.+)$").unwrap(),
+            noop,
+        );
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("a.feature"),
+            "Feature: f\n  Scenario: s\n    Given a snapshot-enabled GPU workspace is Running\n",
+        )
+        .unwrap();
+        let problems = check_with(dir.path(), &steps).unwrap_err();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].line, 3);
+        assert!(
+            problems[0]
+                .message
+                .starts_with("ambiguous step: Given a snapshot-enabled GPU workspace is Running"),
+            "{}",
+            problems[0].message
+        );
+        // The same file against the real steps alone is fine.
+        assert_eq!(check(dir.path()), Ok(1));
+    }
 }

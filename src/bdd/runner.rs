@@ -45,7 +45,10 @@ pub struct SuiteOutcome {
 
 impl SuiteOutcome {
     pub fn exit_code(&self) -> i32 {
-        if self.failed > 0 || self.skipped > 0 {
+        if self.scenarios == 0 {
+            // A typo in --tags or --name must not pass a gate by running nothing.
+            crate::exit_code::USAGE
+        } else if self.failed > 0 || self.skipped > 0 {
             crate::exit_code::FAILED
         } else if !self.leaks.is_empty() {
             crate::exit_code::CLEANUP_LEAK
@@ -141,6 +144,29 @@ pub async fn run(ctx: Arc<RunContext>, opts: &SuiteOptions) -> Result<SuiteOutco
         .with_cli(cli)
         .run(opts.features.clone())
         .await;
+    // What the scenarios shared goes last, once none of them needs it.
+    let any_failed = ctx
+        .scenarios
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .any(|(_, r)| r.status == ScenarioStatus::Failed);
+    let keep_shared = match keep {
+        Keep::Always => true,
+        Keep::Failed => any_failed,
+        Keep::Never => false,
+    };
+    let budget = ctx.config.budgets.delete.duration();
+    let shared = ctx
+        .shared
+        .lock()
+        .await
+        .cleanup(&ctx.client, budget, keep_shared)
+        .await;
+    ctx.cleanup
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .extend(shared.into_iter().map(|r| ("(run)".to_string(), r)));
     {
         let mut scenarios = ctx.scenarios.lock().unwrap_or_else(|e| e.into_inner());
         for (key, report) in scenarios.iter_mut() {

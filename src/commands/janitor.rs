@@ -38,6 +38,8 @@ pub async fn janitor(args: JanitorArgs) -> Result<i32, CommandError> {
     let retry = crate::platform::retry::RetryPolicy::from_config(&cfg.api);
     let client = target::connect(target::cluster_config(&cfg.target).await?, retry).await?;
     let ns = cfg.target.namespace.clone();
+    // It deletes only wsgate-labelled objects, and still only where wsgate may act at all.
+    target::check_opt_in(&client, &ns).await?;
     let selection = match &args.run_id {
         Some(id) => Selection::Run(id.clone()),
         None => Selection::ExpiredBefore(chrono::Utc::now()),

@@ -152,6 +152,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
         ),
         simulator: sim.is_some(),
         cleanup: Default::default(),
+        shared: Default::default(),
         scenarios: Default::default(),
         config: cfg,
     });
@@ -224,6 +225,15 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
     );
     for leak in &outcome.leaks {
         eprintln!("leak: {leak}");
+    }
+    if outcome.scenarios == 0 {
+        eprintln!(
+            "error: no scenario matched (tags: {}, name: {}): nothing ran, and a run of nothing \
+             does not pass; check --tags and --name against the features in {}",
+            ctx.config.run.tags.as_deref().unwrap_or("(any)"),
+            ctx.config.run.name.as_deref().unwrap_or("(any)"),
+            suite_options.features.display()
+        );
     }
     if let Some(sim) = sim {
         sim.shutdown().await;

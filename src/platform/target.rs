@@ -65,6 +65,13 @@ pub enum TargetError {
         #[source]
         source: kube::Error,
     },
+    #[error(
+        "the kubeconfig turns TLS verification of the API server off \
+         (insecure-skip-tls-verify: true): wsgate verifies TLS unless told so itself; fix the \
+         kubeconfig (certificate-authority-data), or accept the risk with \
+         --set target.insecure_skip_tls_verify=true, which is logged and kept in the reports"
+    )]
+    InsecureKubeconfig,
     #[error("cannot list the nodes (for wsgate's squeeze taints)")]
     Nodes {
         #[source]
@@ -101,6 +108,10 @@ pub async fn cluster_config(target: &TargetConfig) -> Result<kube::Config, Targe
     } else {
         return Err(TargetError::NoContext);
     };
+    if config.accept_invalid_certs && !target.insecure_skip_tls_verify {
+        // A kubeconfig flag nobody sees would turn verification off silently.
+        return Err(TargetError::InsecureKubeconfig);
+    }
     if target.insecure_skip_tls_verify {
         tracing::warn!(
             "TLS verification of the API server is OFF (target.insecure_skip_tls_verify): \

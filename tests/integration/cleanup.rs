@@ -44,6 +44,30 @@ async fn janitor_removes_a_runs_objects_and_expired_ones_only() {
         .create(&PostParams::default(), &unrelated)
         .await
         .unwrap();
+    // A namespace without the opt-in label is refused, even for wsgate's own leftovers.
+    let elsewhere: Api<Secret> = Api::namespaced(client.clone(), "default");
+    elsewhere
+        .create(
+            &PostParams::default(),
+            &labelled("old-elsewhere", "r-old", past),
+        )
+        .await
+        .unwrap();
+    let kc_d = kc.to_str().unwrap().to_string();
+    let out = tokio::task::spawn_blocking(move || {
+        wsgate()
+            .args(["janitor", "--target", "cluster", "--kubeconfig", &kc_d])
+            .args(["--namespace", "default"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(wsgate::exit_code::TARGET), "{said}");
+    assert!(said.contains("wsgate.dev/test-namespace=true"), "{said}");
+    assert!(elsewhere.get_opt("old-elsewhere").await.unwrap().is_some());
+
     let kc_s = kc.to_str().unwrap().to_string();
     let run = move |extra: &[&str]| {
         let mut args = vec!["janitor", "--target", "cluster", "--kubeconfig", &kc_s];

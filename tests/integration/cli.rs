@@ -100,6 +100,8 @@ fn unreachable_cluster_and_bad_kubeconfig_exit_with_target_code() {
         "cluster",
         "--kubeconfig",
         kc.to_str().unwrap(),
+        "--set",
+        "target.insecure_skip_tls_verify=true",
     ]);
     assert_eq!(
         o.status.code(),
@@ -172,13 +174,19 @@ async fn wrong_token_and_namespace_without_opt_in_are_refused() {
     })
     .await
     .unwrap();
+    // Opted in, so the run goes on; the tag selects nothing, and a run of nothing fails.
+    assert!(text(&out).contains("is opted in"), "{}", text(&out));
     assert_eq!(
         out.status.code(),
-        Some(wsgate::exit_code::SUCCESS),
+        Some(wsgate::exit_code::USAGE),
         "{}",
         text(&out)
     );
-    assert!(text(&out).contains("is opted in"), "{}", text(&out));
+    assert!(
+        text(&out).contains("no scenario matched (tags: @no-such-tag"),
+        "{}",
+        text(&out)
+    );
 
     std::fs::write(
         &kc,
@@ -368,4 +376,64 @@ fn doctor_fails_on_a_broken_simulator_profile_and_says_how_to_fix_it() {
     );
     assert!(out.contains("fix: add a GPU node pool"), "{out}");
     assert!(out.contains("1 check(s) failed"), "{out}");
+}
+
+#[tokio::test]
+async fn a_kubeconfig_that_skips_tls_verification_is_refused_unless_wsgate_is_told() {
+    let sim = start_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kc = dir.path().join("kc.yaml");
+    let yaml: String = sim
+        .kubeconfig_yaml()
+        .lines()
+        .map(|l| {
+            if l.trim_start().starts_with("certificate-authority-data:") {
+                "    insecure-skip-tls-verify: true".to_string()
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(yaml.contains("insecure-skip-tls-verify: true"), "{yaml}");
+    std::fs::write(&kc, yaml).unwrap();
+    let kc_s = kc.to_str().unwrap().to_string();
+    let run = |extra: &'static [&'static str]| {
+        let kc_s = kc_s.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut args = vec![
+                "run",
+                "--target",
+                "cluster",
+                "--kubeconfig",
+                kc_s.as_str(),
+                "--tags",
+                "@no-such-tag",
+            ];
+            args.extend_from_slice(extra);
+            wsgate(&args)
+        })
+    };
+    let out = run(&[]).await.unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(wsgate::exit_code::TARGET),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        text(&out).contains("turns TLS verification of the API server off"),
+        "{}",
+        text(&out)
+    );
+    // Told explicitly, it goes on, and says so loudly.
+    let out = run(&["--set", "target.insecure_skip_tls_verify=true"])
+        .await
+        .unwrap();
+    assert!(
+        text(&out).contains("WARNING: TLS verification of the API server is turned off"),
+        "{}",
+        text(&out)
+    );
+    assert!(text(&out).contains("is opted in"), "{}", text(&out));
 }

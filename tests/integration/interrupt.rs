@@ -128,6 +128,33 @@ async fn labelled(client: &kube::Client, selector: &str) -> Vec<String> {
     out
 }
 
+/// What the platform made for the run's workspaces and wsgate never labelled: their pods
+/// and PodSnapshots. Both go after the workspace (pods after their grace period, snapshots
+/// after the add-on's teardown), so this waits up to 30 s for them to be gone and returns
+/// what is still there.
+async fn platform_leftovers(client: &kube::Client) -> Vec<String> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let snaps: Api<PodSnapshot> = Api::namespaced(client.clone(), NS);
+    let of_workspaces = ListParams::default().labels(wsgate::platform::workspace::WORKSPACE_LABEL);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut left: Vec<String> = Vec::new();
+        for p in pods.list(&of_workspaces).await.unwrap().items {
+            left.push(format!("Pod {}", p.metadata.name.unwrap_or_default()));
+        }
+        for s in snaps.list(&ListParams::default()).await.unwrap().items {
+            left.push(format!(
+                "PodSnapshot {}",
+                s.metadata.name.unwrap_or_default()
+            ));
+        }
+        if left.is_empty() || std::time::Instant::now() >= deadline {
+            return left;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 fn signal(child: &Child, sig: i32) {
     // SAFETY: kill(2) on our own child's pid, which has not been waited for yet.
     unsafe {
@@ -208,6 +235,8 @@ async fn sigint_and_sigterm_in_each_phase_leave_nothing_and_write_reports() {
         assert!(stderr.contains("interrupted"), "{phase}: {stderr}");
         let left = labelled(&client, LABEL).await;
         assert!(left.is_empty(), "{phase}: left behind: {left:?}");
+        let left = platform_leftovers(&client).await;
+        assert!(left.is_empty(), "{phase}: the platform kept: {left:?}");
         let report = std::fs::read_dir(&reports)
             .unwrap_or_else(|e| panic!("{phase}: no reports directory: {e}"))
             .flatten()
@@ -272,4 +301,9 @@ async fn after_sigkill_the_janitor_removes_what_the_run_left() {
     assert!(left.is_empty(), "the janitor left: {left:?}");
     let left = labelled(&client, LABEL).await;
     assert!(left.is_empty(), "the janitor left: {left:?}");
+    let left = platform_leftovers(&client).await;
+    assert!(
+        left.is_empty(),
+        "after the janitor the platform kept: {left:?}"
+    );
 }

@@ -19,6 +19,7 @@ async fn run(w: &mut WsWorld, workspaces: usize, gpus: u32, sample: usize) -> St
     if sample > 0 {
         super::kernel::require_kernels(w)?;
     }
+    super::workspace::ensure_token(w).await?;
     let plan = DrillPlan {
         workspaces,
         gpus,

@@ -18,6 +18,7 @@ fn prepared(w: &WsWorld) -> Result<GateState, String> {
 #[when(expr = "the release gate is prepared")]
 async fn prepare(w: &mut WsWorld) -> StepResult {
     super::kernel::require_kernels(w)?;
+    super::workspace::ensure_token(w).await?;
     let opts = PrepareOptions {
         run_id: w.ctx.run_id.clone(),
         expires_in: chrono::Duration::hours(i64::from(w.ctx.config.run.expiry_hours)),

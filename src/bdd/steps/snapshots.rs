@@ -234,7 +234,18 @@ async fn reported_stuck(w: &mut WsWorld, budget: String) -> StepResult {
     }
     let left = left_behind(w, &snaps).await;
     let summary = left.summary();
-    let hint = left.hint.clone().unwrap_or_default();
+    // Reported means: with the hint a platform engineer acts on, and with the bytes it costs.
+    let Some(hint) = left.hint.clone() else {
+        return Err(format!(
+            "the PodSnapshots are stuck ({summary}) but the report gives no hint about why"
+        ));
+    };
+    if left.estimated_bytes.is_none() && left.bucket_bytes.is_none() {
+        return Err(format!(
+            "the PodSnapshots are stuck ({summary}) but the report has no figure for the bytes \
+             they keep: neither an estimate nor a bucket listing"
+        ));
+    }
     println!("    {summary}");
     println!("    hint: {hint}");
     w.log.push(format!("stuck after {hold:?}: {summary}"));

@@ -24,6 +24,22 @@ fn state_of(name: &str) -> Result<WorkspaceState, String> {
     }
 }
 
+/// Puts the run's Jupyter token into the namespace's Secret, owned by the run, not by this
+/// scenario (see `RunContext::shared`): a scenario's cleanup must not delete it under the
+/// feet of scenarios running beside it. Later puts find it and only update it.
+pub(crate) async fn ensure_token(w: &WsWorld) -> StepResult {
+    let mut shared = w.ctx.shared.lock().await;
+    ws::put_token(
+        &w.ctx.client,
+        &mut shared,
+        &w.ctx.config.target.namespace,
+        w.ctx.token.expose(),
+        &w.ctx.labels(),
+    )
+    .await
+    .map_err(|e| e.to_string())
+}
+
 /// Creates a Workspace of `kind` with podConfig `pod_config` and waits for it to be Running.
 pub(crate) async fn create_running(
     w: &mut WsWorld,
@@ -47,15 +63,7 @@ pub(crate) async fn create_running(
         annotations: Default::default(),
     };
     let client = w.ctx.client.clone();
-    ws::put_token(
-        &client,
-        &mut w.ledger,
-        &new.namespace,
-        w.ctx.token.expose(),
-        &new.labels,
-    )
-    .await
-    .map_err(|e| e.to_string())?;
+    ensure_token(w).await?;
     ws::create_home(&client, &mut w.ledger, &new)
         .await
         .map_err(|e| e.to_string())?;
