@@ -231,12 +231,13 @@ fn run_suite(root: &Path, run: &Run) -> Result<(Outcomes, bool), String> {
         return Err("the report has no GPU allocation samples".into());
     }
     // Nothing left behind, under any fault: every object a scenario created is removed.
-    let leaks: Vec<String> = report["cleanup"]
-        .as_array()
-        .ok_or("the report has no cleanup section")?
+    let cleanup: Vec<wsgate::report::CleanupEntry> =
+        serde_json::from_value(report["cleanup"].clone())
+            .map_err(|e| format!("the report's cleanup section: {e}"))?;
+    let leaks: Vec<String> = cleanup
         .iter()
-        .filter(|c| c["outcome"]["status"] != "deleted" && c["outcome"]["status"] != "already_gone")
-        .map(|c| format!("{} ({}): {}", c["object"], c["scenario"], c["outcome"]))
+        .filter(|c| c.is_leak())
+        .map(|c| format!("{} ({}): {:?}", c.object, c.scenario, c.outcome))
         .collect();
     if !leaks.is_empty() {
         return Err(format!(

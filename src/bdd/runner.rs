@@ -12,7 +12,6 @@ use super::context::{self, RunContext};
 use super::features::{self, Problem};
 use super::steplog::StepLog;
 use super::world::WsWorld;
-use crate::config::Keep;
 use crate::report::ScenarioStatus;
 
 /// What a suite run needs besides the context.
@@ -125,11 +124,7 @@ pub async fn run(ctx: Arc<RunContext>, opts: &SuiteOptions) -> Result<SuiteOutco
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .push((key, report));
-                let keep_it = match keep {
-                    Keep::Always => true,
-                    Keep::Failed => failed,
-                    Keep::Never => false,
-                };
+                let keep_it = keep.keeps(failed);
                 let budget = w
                     .budget("delete")
                     .unwrap_or(std::time::Duration::from_secs(120));
@@ -151,11 +146,7 @@ pub async fn run(ctx: Arc<RunContext>, opts: &SuiteOptions) -> Result<SuiteOutco
         .unwrap_or_else(|e| e.into_inner())
         .iter()
         .any(|(_, r)| r.status == ScenarioStatus::Failed);
-    let keep_shared = match keep {
-        Keep::Always => true,
-        Keep::Failed => any_failed,
-        Keep::Never => false,
-    };
+    let keep_shared = keep.keeps(any_failed);
     let budget = ctx.config.budgets.delete.duration();
     let shared = ctx
         .shared

@@ -275,6 +275,17 @@ closed_set! {
     }
 }
 
+impl Keep {
+    /// Whether cleanup keeps what it would remove, given whether anything failed.
+    pub fn keeps(self, failed: bool) -> bool {
+        match self {
+            Keep::Always => true,
+            Keep::Failed => failed,
+            Keep::Never => false,
+        }
+    }
+}
+
 closed_set! {
     /// One entry of `reports.formats`.
     ReportFormat {

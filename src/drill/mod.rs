@@ -18,6 +18,7 @@ use crate::config::Config;
 use crate::gate::{self, GateError};
 use crate::platform::attempts::AttemptWatch;
 use crate::platform::crd::{Workspace, WorkspaceState};
+use crate::platform::idempotent;
 use crate::platform::ledger::Ledger;
 use crate::platform::wait::{self, WaitFor};
 use crate::platform::workspace::{self as ws, NewWorkspace};
@@ -420,9 +421,8 @@ async fn finish_one(
     ));
     // Give the GPU to the next one. A delete that fails leaves the GPU held, and the
     // others would wait out their budget for it: say so here, where the cause is.
-    match api.delete(&name, &DeleteParams::default()).await {
+    match idempotent::delete(&api, &name, &DeleteParams::default()).await {
         Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 404 => {}
         Err(e) => {
             let why = format!("could not delete it to free its GPU: {e}");
             progress(&format!("{name}: {why}"));

@@ -90,20 +90,11 @@ impl GateOutcome {
 }
 
 /// What the platform itself said about the restore (its PodRestored condition and restore
-/// event, as the verdict recorded them), in parentheses; empty when it was not observed.
-/// It tells a snapshot the platform refused (PodRestored False, with why) from a silent
-/// cold start (no condition at all) and from a restore that came back without its process.
-fn platform_said(restore: &Verdict) -> String {
-    let said: Vec<&str> = restore
-        .decided_by
-        .iter()
-        .map(String::as_str)
-        .filter(|l| {
-            l.starts_with("PodRestored")
-                || l.starts_with("event ")
-                || l.starts_with("restore event")
-        })
-        .collect();
+/// event), in parentheses; empty when it was not observed. It tells a snapshot the platform
+/// refused (PodRestored False, with why) from a silent cold start (no condition at all) and
+/// from a restore that came back without its process.
+fn platform_said(platform: &PlatformEvidence) -> String {
+    let said = platform.said();
     if said.is_empty() {
         String::new()
     } else {
@@ -111,9 +102,11 @@ fn platform_said(restore: &Verdict) -> String {
     }
 }
 
-/// Decides the gate from the restore verdict and the number of attempts.
+/// Decides the gate from the restore verdict, what the platform said, and the number of
+/// attempts.
 pub fn gate_verdict(
     restore: &Verdict,
+    platform: &PlatformEvidence,
     attempts: usize,
     restarts: i32,
     recovered: bool,
@@ -140,7 +133,7 @@ pub fn gate_verdict(
             format!(
                 "the resume opened a fresh session{}: the paused process was not restored \
                  across the upgrade; the files and the application checkpoint were",
-                platform_said(restore)
+                platform_said(platform)
             ),
             Some(
                 "Workspaces paused before this upgrade come back as fresh sessions: kernel \
@@ -302,7 +295,8 @@ async fn decide(
     }
     let restore = verdict::decide(&state.before, &after, &platform);
     let recovered = after.recovery.as_ref().is_some_and(|r| r.loaded);
-    let (verdict, summary, guidance) = gate_verdict(&restore, attempts, restarts, recovered);
+    let (verdict, summary, guidance) =
+        gate_verdict(&restore, &platform, attempts, restarts, recovered);
     Ok(GateOutcome {
         verdict,
         summary,
@@ -357,25 +351,33 @@ mod tests {
 
     #[test]
     fn restored_passes_only_at_the_first_attempt() {
+        let none = PlatformEvidence::not_observed();
         let v = verdict(VerdictKind::Restored, FilesState::Intact);
-        assert_eq!(gate_verdict(&v, 1, 0, false).0, GateVerdict::Restored);
-        assert_eq!(gate_verdict(&v, 2, 0, false).0, GateVerdict::Failed);
-        assert_eq!(gate_verdict(&v, 1, 1, false).0, GateVerdict::Failed);
+        assert_eq!(
+            gate_verdict(&v, &none, 1, 0, false).0,
+            GateVerdict::Restored
+        );
+        assert_eq!(gate_verdict(&v, &none, 2, 0, false).0, GateVerdict::Failed);
+        assert_eq!(gate_verdict(&v, &none, 1, 1, false).0, GateVerdict::Failed);
     }
 
     #[test]
     fn a_fresh_session_passes_with_guidance_only_when_the_work_is_recoverable() {
+        let none = PlatformEvidence::not_observed();
         let fresh = verdict(VerdictKind::FreshSession, FilesState::Intact);
-        let (g, summary, guidance) = gate_verdict(&fresh, 1, 0, true);
+        let (g, summary, guidance) = gate_verdict(&fresh, &none, 1, 0, true);
         assert_eq!(g, GateVerdict::SnapshotInvalidated);
         assert!(!summary.contains("platform said"), "{summary}");
-        let mut refused = fresh.clone();
-        refused.decided_by = vec![
-            "nonce: absent".into(),
-            "PodRestored: False (RestoreFailed): the GPU model changed".into(),
-            "restore event: none seen".into(),
-        ];
-        let (_, summary, _) = gate_verdict(&refused, 1, 0, true);
+        let refused = PlatformEvidence {
+            observed: true,
+            pod_restored: Some(crate::verdict::ConditionEvidence {
+                status: "False".into(),
+                reason: Some("RestoreFailed".into()),
+                message: Some("the GPU model changed".into()),
+            }),
+            ..Default::default()
+        };
+        let (_, summary, _) = gate_verdict(&fresh, &refused, 1, 0, true);
         assert!(
             summary.contains(
                 "(the platform said: PodRestored: False (RestoreFailed): the GPU model changed; \
@@ -384,10 +386,19 @@ mod tests {
             "{summary}"
         );
         assert!(guidance.is_some_and(|t| t.contains("fresh sessions")));
-        assert_eq!(gate_verdict(&fresh, 1, 0, false).0, GateVerdict::Failed);
+        assert_eq!(
+            gate_verdict(&fresh, &none, 1, 0, false).0,
+            GateVerdict::Failed
+        );
         let lost = verdict(VerdictKind::FilesLost, FilesState::Lost);
-        assert_eq!(gate_verdict(&lost, 1, 0, true).0, GateVerdict::Failed);
+        assert_eq!(
+            gate_verdict(&lost, &none, 1, 0, true).0,
+            GateVerdict::Failed
+        );
         let unsure = verdict(VerdictKind::Inconclusive, FilesState::Intact);
-        assert_eq!(gate_verdict(&unsure, 1, 0, true).0, GateVerdict::Failed);
+        assert_eq!(
+            gate_verdict(&unsure, &none, 1, 0, true).0,
+            GateVerdict::Failed
+        );
     }
 }

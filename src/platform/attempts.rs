@@ -174,12 +174,17 @@ mod tests {
         p
     }
 
-    #[test]
-    fn two_live_pods_of_one_workspace_count_as_two_attempts() {
-        let mut log = PodLog {
+    /// A log that counts from now on, as after `mark_resumed`.
+    fn resumed() -> PodLog {
+        PodLog {
             resumed_at: Some(Instant::now()),
             ..Default::default()
-        };
+        }
+    }
+
+    #[test]
+    fn two_live_pods_of_one_workspace_count_as_two_attempts() {
+        let mut log = resumed();
         log.apply(&pod("w", "a", false));
         log.apply(&pod("w", "b", false));
         log.apply(&pod("w", "a", true));
@@ -190,10 +195,7 @@ mod tests {
 
     #[test]
     fn a_pod_deleted_while_the_watch_was_down_is_not_an_attempt() {
-        let mut log = PodLog {
-            resumed_at: Some(Instant::now()),
-            ..Default::default()
-        };
+        let mut log = resumed();
         log.apply(&pod("w", "old", false));
         // The watch expired; `old` was deleted meanwhile, and the relist lists only `new`.
         log.relist();

@@ -559,28 +559,7 @@ fn judge_platform(
 }
 
 fn judge_platform_alone(platform: &PlatformEvidence, lines: &mut Vec<String>) {
-    if !platform.observed {
-        return;
-    }
-    lines.push(match &platform.pod_restored {
-        Some(c) => format!(
-            "PodRestored: {}{}{}",
-            c.status,
-            c.reason
-                .as_deref()
-                .map(|r| format!(" ({r})"))
-                .unwrap_or_default(),
-            c.message
-                .as_deref()
-                .map(|m| format!(": {m}"))
-                .unwrap_or_default()
-        ),
-        None => "PodRestored: no such condition on the pod".to_owned(),
-    });
-    lines.push(match &platform.restore_event {
-        Some(e) => format!("event {}: {}", e.reason, e.message),
-        None => "restore event: none seen".to_owned(),
-    });
+    lines.extend(platform.said());
 }
 
 fn short(hash: &str) -> &str {

@@ -194,6 +194,34 @@ impl PlatformEvidence {
         PlatformEvidence::default()
     }
 
+    /// What the platform said about the restore, one line each for its `PodRestored`
+    /// condition and its restore event (none when no platform was observed).
+    pub fn said(&self) -> Vec<String> {
+        if !self.observed {
+            return Vec::new();
+        }
+        let condition = match &self.pod_restored {
+            Some(c) => format!(
+                "PodRestored: {}{}{}",
+                c.status,
+                c.reason
+                    .as_deref()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default(),
+                c.message
+                    .as_deref()
+                    .map(|m| format!(": {m}"))
+                    .unwrap_or_default()
+            ),
+            None => "PodRestored: no such condition on the pod".to_owned(),
+        };
+        let event = match &self.restore_event {
+            Some(e) => format!("event {}: {}", e.reason, e.message),
+            None => "restore event: none seen".to_owned(),
+        };
+        vec![condition, event]
+    }
+
     /// Whether the platform claims the pod was restored from a snapshot.
     pub fn claims_restore(&self) -> bool {
         self.observed
