@@ -148,6 +148,6 @@ fn main() {
             "RSS (harness and simulator in one process): {rss_before:.0} MiB before, \
              {rss_after:.0} MiB after"
         );
-        let _ = ledger.cleanup(&client, std::time::Duration::from_secs(60), false).await;
+        let _ = ledger.cleanup(&client, &wsgate::platform::ownership::Claim::Run(run_id.clone()), std::time::Duration::from_secs(60), false).await;
     });
 }

@@ -13,7 +13,9 @@
 //! | 12   | `INCONCLUSIVE`        | verdict Inconclusive (evidence missing or contradictory)            |
 //! | 13   | `BUDGET`              | a named budget ran out (the message names the phase)                |
 //! | 70   | `INTERNAL`            | a bug in wsgate: please report it                                   |
+//! | 74   | `OUTPUT`              | standard output could not be written (disk full, device error)      |
 //! | 130  | `INTERRUPTED`         | interrupted by SIGINT or SIGTERM (cleanup still ran)                |
+//! | 141  | `PIPE_CLOSED`         | standard output's reader went away (`… | head`); what a shell shows for SIGPIPE |
 
 /// Everything passed.
 pub const SUCCESS: i32 = 0;
@@ -37,8 +39,12 @@ pub const INCONCLUSIVE: i32 = 12;
 pub const BUDGET: i32 = 13;
 /// A bug in wsgate.
 pub const INTERNAL: i32 = 70;
+/// Standard output could not be written (disk full, device error).
+pub const OUTPUT: i32 = 74;
 /// Interrupted by SIGINT or SIGTERM.
 pub const INTERRUPTED: i32 = 130;
+/// Standard output's reader went away (a closed pipe); 128 + SIGPIPE, as a shell shows it.
+pub const PIPE_CLOSED: i32 = 141;
 
 /// Every code with its meaning, in the order of the table above (used by `--help` text and tests).
 pub const TABLE: &[(i32, &str)] = &[
@@ -65,5 +71,13 @@ pub const TABLE: &[(i32, &str)] = &[
     (INCONCLUSIVE, "verdict Inconclusive"),
     (BUDGET, "a named budget ran out"),
     (INTERNAL, "a bug in wsgate"),
+    (
+        OUTPUT,
+        "standard output could not be written (disk full, device error)",
+    ),
     (INTERRUPTED, "interrupted by SIGINT or SIGTERM"),
+    (
+        PIPE_CLOSED,
+        "standard output's reader went away (a closed pipe)",
+    ),
 ];

@@ -5,7 +5,8 @@
 //! back the running process or only a fresh session over the same files.
 //!
 //! Module map (dependency direction points down):
-//! - [`cli`]: clap definitions; [`exit_code`]: the one table from outcome to process exit code.
+//! - [`cli`]: clap definitions; [`exit_code`]: the one table from outcome to process exit code;
+//!   [`output`]: standard output that may close (a pipe to `head`, a full disk).
 //! - [`config`]: layered configuration (embedded defaults -> profile -> env -> flags).
 //! - [`platform`]: the cluster side (kube-rs): CRD types and target connection.
 //! - [`session`]: the Jupyter side: REST client and kernel websocket channel.
@@ -22,6 +23,7 @@ pub mod cost;
 pub mod drill;
 pub mod exit_code;
 pub mod gate;
+pub mod output;
 pub mod platform;
 pub mod report;
 pub mod session;

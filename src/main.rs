@@ -9,6 +9,7 @@ use wsgate::exit_code;
 
 fn main() -> ExitCode {
     wsgate::install_crypto_provider();
+    wsgate::output::install_panic_hook();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

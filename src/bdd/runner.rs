@@ -92,10 +92,14 @@ pub async fn run(ctx: Arc<RunContext>, opts: &SuiteOptions) -> Result<SuiteOutco
     let step_log = StepLog::default();
     let writer = WsWorld::cucumber()
         .with_writer(
-            writer::Basic::stdout()
-                .summarized()
-                .tee::<WsWorld, _>(step_log.clone())
-                .normalized(),
+            writer::Basic::new(
+                crate::output::Stdout,
+                cucumber::writer::Coloring::Auto,
+                cucumber::writer::Verbosity::Default,
+            )
+            .summarized()
+            .tee::<WsWorld, _>(step_log.clone())
+            .normalized(),
         )
         .fail_on_skipped()
         .after(move |feature, _rule, scenario, finished, world| {
@@ -128,7 +132,15 @@ pub async fn run(ctx: Arc<RunContext>, opts: &SuiteOptions) -> Result<SuiteOutco
                 let budget = w
                     .budget("delete")
                     .unwrap_or(std::time::Duration::from_secs(120));
-                let results = w.ledger.cleanup(&w.ctx.client, budget, keep_it).await;
+                let results = w
+                    .ledger
+                    .cleanup(
+                        &w.ctx.client,
+                        &crate::platform::ownership::Claim::Run(w.ctx.run_id.clone()),
+                        budget,
+                        keep_it,
+                    )
+                    .await;
                 let mut all = w.ctx.cleanup.lock().unwrap_or_else(|e| e.into_inner());
                 for r in results {
                     all.push((name.clone(), r));
@@ -152,7 +164,12 @@ pub async fn run(ctx: Arc<RunContext>, opts: &SuiteOptions) -> Result<SuiteOutco
         .shared
         .lock()
         .await
-        .cleanup(&ctx.client, budget, keep_shared)
+        .cleanup(
+            &ctx.client,
+            &crate::platform::ownership::Claim::Run(ctx.run_id.clone()),
+            budget,
+            keep_shared,
+        )
         .await;
     ctx.cleanup
         .lock()

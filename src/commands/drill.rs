@@ -134,8 +134,8 @@ pub async fn drill(args: DrillArgs) -> Result<i32, CommandError> {
         .await
         .unwrap_or_default();
     let budget = cfg.budgets.delete.duration();
-    let mut results = crate::platform::janitor::sweep(&client, &entries, budget).await;
-    results.extend(ledger.cleanup(&client, budget, false).await);
+    let mut results = crate::platform::janitor::sweep(&client, &selection, &entries, budget).await;
+    results.extend(ledger.cleanup(&client, &selection, budget, false).await);
     let leaks: Vec<_> = results
         .iter()
         .filter(|r| matches!(r.outcome, CleanupOutcome::Leaked(_)))
@@ -143,13 +143,27 @@ pub async fn drill(args: DrillArgs) -> Result<i32, CommandError> {
     for l in &leaks {
         eprintln!("leak: {} {:?}", l.object, l.outcome);
     }
+    for r in &results {
+        if let CleanupOutcome::Refused(why) = &r.outcome {
+            eprintln!("left alone: {why}");
+        }
+    }
     if let Some(sim) = sim {
         sim.shutdown().await;
     }
     let Some(outcome) = outcome else {
         return Ok(crate::exit_code::INTERRUPTED);
     };
-    let report = outcome.map_err(|e| CommandError::Usage(e.to_string()));
+    let report = outcome.map_err(|e| {
+        // The whole chain: the cause (a 409 naming whose object it is) is what to act on.
+        let mut text = e.to_string();
+        let mut source = std::error::Error::source(&e);
+        while let Some(s) = source {
+            text.push_str(&format!(": {s}"));
+            source = s.source();
+        }
+        CommandError::Usage(text)
+    });
     let report = match report {
         Ok(r) => r,
         Err(e) => {

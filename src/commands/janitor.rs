@@ -16,7 +16,7 @@ pub struct JanitorArgs {
     #[command(flatten)]
     pub target: TargetArgs,
     /// Remove everything of this run (default: everything whose expiry has passed)
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", allow_hyphen_values = true)]
     pub run_id: Option<String>,
     /// List what would be removed; remove nothing
     #[arg(long)]
@@ -26,10 +26,16 @@ pub struct JanitorArgs {
 pub async fn janitor(args: JanitorArgs) -> Result<i32, CommandError> {
     let resolved = config::load(&LoadRequest {
         profile: None,
-        env: std::env::vars().collect(),
+        env: crate::config::process_env()?,
         overrides: args.target.overrides(),
     })?;
     let cfg = resolved.config;
+    // Checked before anything is read: an empty id would select every object whose run-id
+    // label is empty.
+    if let Some(id) = &args.run_id {
+        crate::platform::ownership::check_run_id(id)
+            .map_err(|why| CommandError::Usage(format!("--run-id: {why}")))?;
+    }
     if cfg.target.kind == TargetKind::Sim {
         return Err(CommandError::Usage(
             "`wsgate janitor` cleans a cluster: pass --target cluster with --context or --kubeconfig".into(),
@@ -75,8 +81,8 @@ pub async fn janitor(args: JanitorArgs) -> Result<i32, CommandError> {
         return Ok(crate::exit_code::SUCCESS);
     }
     let budget = cfg.budgets.delete.duration();
-    let mut results = janitor::sweep_taints(&client, &taints, budget).await;
-    results.extend(janitor::sweep(&client, &entries, budget).await);
+    let mut results = janitor::sweep_taints(&client, &selection, &taints, budget).await;
+    results.extend(janitor::sweep(&client, &selection, &entries, budget).await);
     let mut leaked = false;
     for r in &results {
         leaked |= matches!(r.outcome, CleanupOutcome::Leaked(_));

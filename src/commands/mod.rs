@@ -98,7 +98,7 @@ pub(crate) fn load_config(
     }
     Ok(crate::config::load(&crate::config::LoadRequest {
         profile: profile.map(std::path::Path::to_path_buf),
-        env: std::env::vars().collect(),
+        env: crate::config::process_env()?,
         overrides,
     })?)
 }

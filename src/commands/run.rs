@@ -96,7 +96,7 @@ fn print_plan(resolved: &Resolved) {
 pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
     let request = LoadRequest {
         profile: args.profile.clone(),
-        env: std::env::vars().collect(),
+        env: crate::config::process_env()?,
         overrides: overrides(&args)?,
     };
     let resolved = config::load(&request)?;
@@ -192,8 +192,8 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
             let taints = crate::platform::janitor::find_taints(&ctx.client, &selection)
                 .await
                 .unwrap_or_default();
-            let mut results = crate::platform::janitor::sweep_taints(&ctx.client, &taints, budget).await;
-            results.extend(crate::platform::janitor::sweep(&ctx.client, &entries, budget).await);
+            let mut results = crate::platform::janitor::sweep_taints(&ctx.client, &selection, &taints, budget).await;
+            results.extend(crate::platform::janitor::sweep(&ctx.client, &selection, &entries, budget).await);
             ctx.cleanup
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())

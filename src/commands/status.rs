@@ -11,7 +11,7 @@ use crate::platform::{snapshots, status, target};
 pub async fn status(args: TargetArgs) -> Result<i32, CommandError> {
     let resolved = config::load(&LoadRequest {
         profile: None,
-        env: std::env::vars().collect(),
+        env: crate::config::process_env()?,
         overrides: args.overrides(),
     })?;
     let cfg = resolved.config;

@@ -28,6 +28,35 @@ pub const NON_CONFIG_ENV: &[(&str, &str)] = &[
 
 const PREFIX: &str = "WSGATE_";
 
+/// This process's environment as text, for [`super::LoadRequest::env`]. A variable whose name
+/// or value is not UTF-8 is skipped unless it is one of wsgate's own (`WSGATE_*`), which is an
+/// error naming it: `std::env::vars()` would panic on any of them.
+pub fn process_env() -> Result<Vec<(String, String)>, ConfigError> {
+    text_vars(std::env::vars_os())
+}
+
+/// [`process_env`] over any list of variables (the testable half).
+pub(crate) fn text_vars(
+    vars: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> Result<Vec<(String, String)>, ConfigError> {
+    let mut out = Vec::new();
+    for (name, value) in vars {
+        match (name.into_string(), value.into_string()) {
+            (Ok(name), Ok(value)) => out.push((name, value)),
+            (Ok(name), Err(_)) if name.starts_with(PREFIX) => {
+                return Err(ConfigError::NonUtf8Env { var: name });
+            }
+            (Err(name), _) if name.to_string_lossy().starts_with(PREFIX) => {
+                return Err(ConfigError::NonUtf8Env {
+                    var: name.to_string_lossy().into_owned(),
+                });
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
 /// The configuration entries among `vars`: `(variable, spec, raw value)`, sorted by name.
 /// Variables outside the `WSGATE_` prefix and those in [`NON_CONFIG_ENV`] are skipped.
 pub(crate) fn config_vars(
@@ -142,5 +171,25 @@ mod tests {
             let found = config_vars(&vars(&[(&spec.env_var(), "x")])).unwrap();
             assert_eq!(found[0].1.dotted(), spec.dotted());
         }
+    }
+
+    #[test]
+    fn variables_that_are_not_utf8_are_skipped_unless_they_are_wsgates() {
+        use std::ffi::OsString;
+        use std::os::unix::ffi::OsStringExt;
+        let bad = || OsString::from_vec(vec![0xff, b'x']);
+        let ok = |s: &str| OsString::from(s);
+        let got = text_vars([
+            (ok("FOO"), bad()),
+            (bad(), ok("x")),
+            (ok("HOME"), ok("/root")),
+        ])
+        .unwrap();
+        assert_eq!(got, vec![("HOME".to_string(), "/root".to_string())]);
+        let e = text_vars([(ok("WSGATE_BUDGETS__DELETE"), bad())]).unwrap_err();
+        assert!(e.to_string().contains("WSGATE_BUDGETS__DELETE"), "{e}");
+        let mut name = b"WSGATE_".to_vec();
+        name.push(0xff);
+        assert!(text_vars([(OsString::from_vec(name), ok("1"))]).is_err());
     }
 }

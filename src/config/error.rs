@@ -28,6 +28,15 @@ pub enum ConfigError {
         /// What would have been valid.
         hint: String,
     },
+    /// A `WSGATE_*` variable whose name or value is not UTF-8. Other variables that are not
+    /// UTF-8 are none of wsgate's business and are skipped.
+    #[error(
+        "the environment variable `{var}` is not valid UTF-8; set it to UTF-8 text or unset it"
+    )]
+    NonUtf8Env {
+        /// The variable's name, lossily decoded.
+        var: String,
+    },
     /// A value of the wrong TOML type.
     #[error("wrong type for `{key}` in {origin}: expected {expected}, found {found}")]
     WrongType {

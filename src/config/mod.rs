@@ -43,7 +43,7 @@ mod tests;
 use std::path::Path;
 
 pub use budget::Budget;
-pub use env::NON_CONFIG_ENV;
+pub use env::{NON_CONFIG_ENV, process_env};
 pub use error::ConfigError;
 pub use origin::Origin;
 pub use profile::PROFILES_DIR;

@@ -151,6 +151,8 @@ pub enum DrillError {
 /// A paused workspace, ready to resume.
 struct Prepared {
     new: NewWorkspace,
+    /// The Workspace's uid: the drill's delete is bound to it.
+    uid: Option<String>,
     marked: Option<Marked>,
     snapshot_uid: Option<String>,
 }
@@ -300,9 +302,11 @@ async fn prepare_one(
     ws::create_home(client, ledger, &new)
         .await
         .map_err(|e| err(e.into()))?;
-    ws::create(client, ledger, &new)
+    let uid = ws::create(client, ledger, &new)
         .await
-        .map_err(|e| err(e.into()))?;
+        .map_err(|e| err(e.into()))?
+        .metadata
+        .uid;
     let api: Api<Workspace> = Api::namespaced(client.clone(), &new.namespace);
     wait_state(
         &api,
@@ -335,6 +339,7 @@ async fn prepare_one(
         });
     Ok(Prepared {
         new,
+        uid,
         marked,
         snapshot_uid,
     })
@@ -421,7 +426,14 @@ async fn finish_one(
     ));
     // Give the GPU to the next one. A delete that fails leaves the GPU held, and the
     // others would wait out their budget for it: say so here, where the cause is.
-    match idempotent::delete(&api, &name, &DeleteParams::default()).await {
+    let dp = DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: p.uid.clone(),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    match idempotent::delete(&api, &name, &dp).await {
         Ok(_) => {}
         Err(e) => {
             let why = format!("could not delete it to free its GPU: {e}");

@@ -38,7 +38,14 @@ pub async fn prepare(
         Ok(state) => Ok(state),
         Err(e) => {
             progress(&format!("prepare failed ({e}); removing what it created"));
-            let results = ledger.cleanup(client, budget(cfg, "delete")?, false).await;
+            let results = ledger
+                .cleanup(
+                    client,
+                    &crate::platform::ownership::Claim::Run(opts.run_id.clone()),
+                    budget(cfg, "delete")?,
+                    false,
+                )
+                .await;
             for r in results {
                 progress(&format!("  {}: {:?}", r.object, r.outcome));
             }

@@ -17,6 +17,7 @@ use super::{GateError, budget, jupyter_for, session_budgets};
 use crate::config::Config;
 use crate::platform::crd::{Workspace, WorkspaceState};
 use crate::platform::ledger::CleanupResult;
+use crate::platform::ownership::{self, Claim};
 use crate::platform::snapshots;
 use crate::platform::workspace::{self as ws, TOKEN_SECRET};
 use crate::session::{PlatformEvidence, Secret};
@@ -166,15 +167,26 @@ pub async fn verify(
     opts: VerifyOptions,
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<GateOutcome, GateError> {
-    let decided = decide(client, cfg, state, progress).await;
+    // The state file came from another machine: its run id and every ledger entry are
+    // checked before anything is touched (crate::platform::ownership).
+    ownership::check_run_id(&state.run_id)
+        .map_err(|why| GateError::Config(format!("the state file's run_id: {why}")))?;
+    let claim = Claim::Run(state.run_id.clone());
+    let (ledger, refused) = state.ledger.vet(&state.namespace, &claim);
+    for r in &refused {
+        progress(&format!("refused: {}: {:?}", r.object, r.outcome));
+    }
+    let decided = decide(client, cfg, state, &claim, progress).await;
     let cleanup = if opts.keep {
         progress("keeping the workspace and its objects (--keep)");
-        Vec::new()
+        refused
     } else {
-        let results = state
-            .ledger
-            .cleanup(client, budget(cfg, "delete")?, false)
-            .await;
+        let mut results = refused;
+        results.extend(
+            ledger
+                .cleanup(client, &claim, budget(cfg, "delete")?, false)
+                .await,
+        );
         for r in &results {
             progress(&format!("cleanup: {}: {:?}", r.object, r.outcome));
         }
@@ -189,6 +201,7 @@ async fn decide(
     client: &kube::Client,
     cfg: &Config,
     state: &GateState,
+    claim: &Claim,
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<GateOutcome, GateError> {
     let ns = &state.namespace;
@@ -206,6 +219,14 @@ async fn decide(
             state.workspace_uid
         )));
     };
+    // Resuming is a patch: only of the Workspace this gate's prepare made.
+    ownership::check_meta(
+        &format!("Workspace {ns}/{name}"),
+        &found.metadata,
+        claim,
+        Some(&state.workspace_uid),
+    )
+    .map_err(|e| GateError::Gone(format!("{e}: the gate cannot decide")))?;
     if !ws::is_state(Some(&found), WorkspaceState::Paused) {
         return Err(GateError::Gone(format!(
             "workspace {ns}/{name} is not Paused ({}): something resumed or changed it since \

@@ -21,6 +21,8 @@ pub const SQUEEZE_QUOTA: &str = "wsgate-gpu-squeeze";
 
 #[derive(Debug, thiserror::Error)]
 pub enum GpuError {
+    #[error("cannot lift the squeeze: {object}: {detail}")]
+    Lift { object: String, detail: String },
     #[error("cannot {action}")]
     Api {
         action: String,
@@ -167,6 +169,7 @@ pub async fn probe_schedulable(
     let created = idempotent::create(&api, &pod)
         .await
         .map_err(api_err(format!("create probe pod {name}")))?;
+    let probe_uid = created.metadata.uid.clone();
     ledger.created(i, created.metadata.uid);
     let describe = |p: Option<&Pod>| match p
         .and_then(|p| p.status.as_ref())
@@ -194,9 +197,13 @@ pub async fn probe_schedulable(
     let node = scheduled
         .and_then(|p| p.spec.and_then(|s| s.node_name))
         .unwrap_or_default();
-    let _ = api
-        .delete(&name, &DeleteParams::default().grace_period(0))
-        .await;
+    // Bound to the probe's uid: only the pod this call created goes.
+    let mut dp = DeleteParams::default().grace_period(0);
+    dp.preconditions = Some(kube::api::Preconditions {
+        uid: probe_uid,
+        resource_version: None,
+    });
+    let _ = api.delete(&name, &dp).await;
     Ok(node)
 }
 
@@ -222,13 +229,32 @@ pub async fn squeeze_with_quota(
     Ok(())
 }
 
-/// Lifts the quota squeeze.
-pub async fn lift_quota(client: &kube::Client, namespace: &str) -> Result<(), GpuError> {
-    let api: Api<ResourceQuota> = Api::namespaced(client.clone(), namespace);
-    idempotent::delete(&api, SQUEEZE_QUOTA, &DeleteParams::default())
-        .await
-        .map(|_| ())
-        .map_err(api_err("delete the squeeze quota"))
+/// Lifts the quota squeeze: deletes the quota this run created (the ledger's entry, bound
+/// to its uid, and only if it is `claim`'s; [`super::ownership`]) and waits until it is gone.
+pub async fn lift_quota(
+    client: &kube::Client,
+    ledger: &Ledger,
+    claim: &super::ownership::Claim,
+    budget: std::time::Duration,
+) -> Result<(), GpuError> {
+    use super::ledger::CleanupOutcome;
+    let Some(entry) = ledger
+        .entries
+        .iter()
+        .find(|e| e.kind == "ResourceQuota" && e.name == SQUEEZE_QUOTA)
+    else {
+        return Err(GpuError::Lift {
+            object: format!("ResourceQuota {SQUEEZE_QUOTA}"),
+            detail: "this run created no squeeze quota".into(),
+        });
+    };
+    match super::ledger::delete_and_wait(client, claim, entry, budget).await {
+        CleanupOutcome::Deleted | CleanupOutcome::AlreadyGone | CleanupOutcome::Kept => Ok(()),
+        CleanupOutcome::Leaked(detail) | CleanupOutcome::Refused(detail) => Err(GpuError::Lift {
+            object: entry.describe(),
+            detail,
+        }),
+    }
 }
 
 /// Every GPU node with the names of the GPU pods bound to it.

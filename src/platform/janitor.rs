@@ -9,34 +9,19 @@ use kube::api::{Api, ListParams};
 use serde::de::DeserializeOwned;
 
 use super::crd::Workspace;
-use super::ledger::{self, CleanupResult, EXPIRES_LABEL, Entry, MANAGED_BY, RUN_ID_LABEL};
+use super::ledger::{self, CleanupResult, Entry, MANAGED_BY, RUN_ID_LABEL};
+use super::ownership;
 use super::taint::{self, NodeTaint};
 
-/// Which labelled objects to sweep.
-#[derive(Debug, Clone)]
-pub enum Selection {
-    /// Everything one run created.
-    Run(String),
-    /// Everything whose `wsgate.dev/expires` is before `now`.
-    ExpiredBefore(chrono::DateTime<chrono::Utc>),
-}
+/// Which labelled objects to sweep: one run's, or every expired one
+/// ([`ownership::Claim`]; a run id is checked with [`ownership::check_run_id`] first).
+pub use super::ownership::Claim as Selection;
 
-impl Selection {
-    fn selector(&self) -> String {
-        match self {
-            Selection::Run(id) => format!("{RUN_ID_LABEL}={id}"),
-            Selection::ExpiredBefore(_) => format!("{}={}", MANAGED_BY.0, MANAGED_BY.1),
-        }
-    }
-
-    fn keeps(&self, labels: Option<&std::collections::BTreeMap<String, String>>) -> bool {
-        match self {
-            Selection::Run(_) => true,
-            Selection::ExpiredBefore(now) => labels
-                .and_then(|l| l.get(EXPIRES_LABEL))
-                .and_then(|v| v.parse::<i64>().ok())
-                .is_some_and(|t| t < now.timestamp()),
-        }
+/// The server-side selector for a selection; what comes back is checked again here.
+fn selector(sel: &Selection) -> String {
+    match sel {
+        Selection::Run(id) => format!("{}={},{RUN_ID_LABEL}={id}", MANAGED_BY.0, MANAGED_BY.1),
+        Selection::ExpiredBefore(_) => format!("{}={}", MANAGED_BY.0, MANAGED_BY.1),
     }
 }
 
@@ -54,12 +39,12 @@ where
 {
     let api: Api<K> = Api::namespaced(client.clone(), namespace);
     for o in api
-        .list(&ListParams::default().labels(&sel.selector()))
+        .list(&ListParams::default().labels(&selector(sel)))
         .await?
         .items
     {
         let meta = o.meta();
-        if !sel.keeps(meta.labels.as_ref()) {
+        if !ownership::labels_claimed(meta.labels.as_ref(), sel) {
             continue;
         }
         out.push(Entry {
@@ -91,9 +76,10 @@ pub async fn find_all(
     Ok(out)
 }
 
-/// Deletes every entry (uid-bound) and waits for each within `budget`.
+/// Deletes every entry that is `sel`'s (uid-bound) and waits for each within `budget`.
 pub async fn sweep(
     client: &kube::Client,
+    sel: &Selection,
     entries: &[Entry],
     budget: Duration,
 ) -> Vec<CleanupResult> {
@@ -101,7 +87,7 @@ pub async fn sweep(
     for e in entries {
         out.push(CleanupResult {
             object: e.describe(),
-            outcome: ledger::delete_and_wait(client, e, budget).await,
+            outcome: ledger::delete_and_wait(client, sel, e, budget).await,
         });
     }
     out
@@ -116,17 +102,14 @@ pub async fn find_taints(
     Ok(taint::find(client)
         .await?
         .into_iter()
-        .filter(|t| match (t.run_and_expiry(), sel) {
-            (Some((run, _)), Selection::Run(id)) => run == id,
-            (Some((_, expires)), Selection::ExpiredBefore(now)) => expires < now.timestamp(),
-            (None, _) => false,
-        })
+        .filter(|t| ownership::check_taint(t, sel).is_ok())
         .collect())
 }
 
-/// Takes every taint off its node, each within `budget`.
+/// Takes every taint that is `sel`'s off its node, each within `budget`.
 pub async fn sweep_taints(
     client: &kube::Client,
+    sel: &Selection,
     taints: &[NodeTaint],
     budget: Duration,
 ) -> Vec<CleanupResult> {
@@ -134,7 +117,7 @@ pub async fn sweep_taints(
     for t in taints {
         out.push(CleanupResult {
             object: t.describe(),
-            outcome: ledger::remove_taint(client, t, budget).await,
+            outcome: ledger::remove_taint(client, sel, t, budget).await,
         });
     }
     out

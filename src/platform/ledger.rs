@@ -1,7 +1,8 @@
 //! The cleanup ledger: everything a scenario creates is recorded *before* it is created,
 //! and removed in reverse order with UID-aware delete-and-wait once the evidence is in.
 //! Created objects carry labels with the run id and an expiry, so `wsgate janitor` can
-//! remove what a killed run left behind.
+//! remove what a killed run left behind. Every removal goes through [`super::ownership`]:
+//! the live object must be wsgate's, of the claimed run, in an opted-in namespace.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -12,6 +13,7 @@ use kube::runtime::wait::{await_condition, conditions};
 use serde::{Deserialize, Serialize};
 use tracing::Instrument;
 
+use super::ownership::{self, Claim, NotOurs};
 use super::taint::NodeTaint;
 
 /// Label: the run that created an object.
@@ -80,6 +82,8 @@ pub enum CleanupOutcome {
     Kept,
     /// Still there when the budget ran out, or the delete failed: a leak.
     Leaked(String),
+    /// Not wsgate's to touch (labels, uid, namespace or kind say so): left alone, and why.
+    Refused(String),
 }
 
 /// The ledger of one scenario.
@@ -117,6 +121,46 @@ impl Ledger {
         }
     }
 
+    /// Checks a ledger read from a file (another machine wrote it, anyone may have edited
+    /// it) before anything is removed: an entry without a uid (a real run records every
+    /// uid it created), outside `namespace`, or cluster-scoped, and a taint that is not a
+    /// squeeze taint of `claim`, is reported as refused and dropped. What remains still
+    /// meets the live check of [`delete_and_wait`].
+    pub fn vet(&self, namespace: &str, claim: &Claim) -> (Ledger, Vec<CleanupResult>) {
+        let mut kept = Ledger::default();
+        let mut refused = Vec::new();
+        let mut refuse = |object: String, why: String| {
+            refused.push(CleanupResult {
+                object: object.clone(),
+                outcome: CleanupOutcome::Refused(NotOurs { object, why }.to_string()),
+            })
+        };
+        for t in &self.taints {
+            match ownership::check_taint(t, claim) {
+                Ok(()) => kept.taints.push(t.clone()),
+                Err(e) => refuse(e.object, e.why),
+            }
+        }
+        for e in &self.entries {
+            match (&e.namespace, &e.uid) {
+                (None, _) => refuse(
+                    e.describe(),
+                    "a cluster-scoped object; wsgate creates none".into(),
+                ),
+                (Some(ns), _) if ns != namespace => refuse(
+                    e.describe(),
+                    format!("outside the state's namespace {namespace}"),
+                ),
+                (_, None) => refuse(
+                    e.describe(),
+                    "the entry has no uid, so nothing proves wsgate created it".into(),
+                ),
+                _ => kept.entries.push(e.clone()),
+            }
+        }
+        (kept, refused)
+    }
+
     /// Records a node taint about to be added.
     pub fn record_taint(&mut self, taint: NodeTaint) {
         if !self.taints.contains(&taint) {
@@ -124,11 +168,14 @@ impl Ledger {
         }
     }
 
-    /// Removes the taints (first: they hold back every pod), then everything in reverse order; each delete waits (within `budget`) until the
-    /// object with that uid is gone. `keep` leaves everything in place and says so.
+    /// Removes the taints (first: they hold back every pod), then everything in reverse
+    /// order; each delete waits (within `budget`) until the object with that uid is gone.
+    /// Only what `claim` owns is touched ([`super::ownership`]). `keep` leaves everything in
+    /// place and says so.
     pub async fn cleanup(
         &self,
         client: &kube::Client,
+        claim: &Claim,
         budget: Duration,
         keep: bool,
     ) -> Vec<CleanupResult> {
@@ -137,7 +184,7 @@ impl Ledger {
             let outcome = if keep {
                 CleanupOutcome::Kept
             } else {
-                remove_taint(client, t, budget).await
+                remove_taint(client, claim, t, budget).await
             };
             out.push(CleanupResult {
                 object: t.describe(),
@@ -148,7 +195,7 @@ impl Ledger {
             let outcome = if keep {
                 CleanupOutcome::Kept
             } else {
-                delete_and_wait(client, e, budget).await
+                delete_and_wait(client, claim, e, budget).await
             };
             out.push(CleanupResult {
                 object: e.describe(),
@@ -159,12 +206,16 @@ impl Ledger {
     }
 }
 
-/// Takes a taint off its node within `budget`.
+/// Takes a taint off its node within `budget`, if it is a squeeze taint of `claim`.
 pub async fn remove_taint(
     client: &kube::Client,
+    claim: &Claim,
     t: &NodeTaint,
     budget: Duration,
 ) -> CleanupOutcome {
+    if let Err(e) = ownership::check_taint(t, claim) {
+        return CleanupOutcome::Refused(e.to_string());
+    }
     match tokio::time::timeout(budget, super::taint::remove(client, t)).await {
         Ok(Ok(true)) => CleanupOutcome::Deleted,
         Ok(Ok(false)) => CleanupOutcome::AlreadyGone,
@@ -179,17 +230,54 @@ pub async fn remove_taint(
 }
 
 /// Deletes one entry (bound to its uid) and waits, within `budget`, until it is gone.
-pub async fn delete_and_wait(client: &kube::Client, e: &Entry, budget: Duration) -> CleanupOutcome {
-    let api = e.api(client);
-    let uid = match &e.uid {
-        Some(uid) => uid.clone(),
-        // Recorded but the create never answered: delete whatever has that name.
-        None => match api.get_opt(&e.name).await {
-            Ok(Some(o)) => o.metadata.uid.unwrap_or_default(),
-            Ok(None) => return CleanupOutcome::AlreadyGone,
-            Err(err) => return CleanupOutcome::Leaked(format!("cannot read it: {err}")),
-        },
+/// First the live object must be `claim`'s ([`super::ownership`]): namespaced, in an
+/// opted-in namespace, with wsgate's labels of that run, and the entry's uid when it has
+/// one. An entry recorded before a create that never answered has no uid: the object of
+/// that name is deleted only if its labels say this run made it.
+pub async fn delete_and_wait(
+    client: &kube::Client,
+    claim: &Claim,
+    e: &Entry,
+    budget: Duration,
+) -> CleanupOutcome {
+    let refused = |why: String| {
+        CleanupOutcome::Refused(
+            NotOurs {
+                object: e.describe(),
+                why,
+            }
+            .to_string(),
+        )
     };
+    let Some(namespace) = &e.namespace else {
+        return refused("a cluster-scoped object; wsgate deletes none".into());
+    };
+    match super::target::check_opt_in(client, namespace).await {
+        Ok(()) => {}
+        Err(err @ super::target::TargetError::Namespace { .. }) => {
+            return CleanupOutcome::Leaked(format!("cannot read its namespace: {err}"));
+        }
+        Err(super::target::TargetError::NamespaceMissing { .. }) => {
+            return CleanupOutcome::AlreadyGone;
+        }
+        Err(err) => return refused(err.to_string()),
+    }
+    let api = e.api(client);
+    let live = match api.get_opt(&e.name).await {
+        Ok(Some(o)) => o,
+        Ok(None) => return CleanupOutcome::AlreadyGone,
+        Err(err) => return CleanupOutcome::Leaked(format!("cannot read it: {err}")),
+    };
+    if let Err(not_ours) =
+        ownership::check_meta(&e.describe(), &live.metadata, claim, e.uid.as_deref())
+    {
+        // A uid that no longer matches: the object wsgate made is gone, another took the name.
+        if e.uid.is_some() && ownership::labels_claimed(live.metadata.labels.as_ref(), claim) {
+            return CleanupOutcome::AlreadyGone;
+        }
+        return CleanupOutcome::Refused(not_ours.to_string());
+    }
+    let uid = live.metadata.uid.unwrap_or_default();
     let dp = DeleteParams {
         propagation_policy: Some(PropagationPolicy::Background),
         preconditions: Some(Preconditions {

@@ -1,5 +1,6 @@
-//! The cluster side (kube-rs): the platform's custom resource types and, in later modules,
-//! workspace lifecycle, pods, events, snapshots, GPU capacity and the cleanup ledger.
+//! The cluster side (kube-rs): the platform's custom resource types, workspace lifecycle,
+//! pods, events, snapshots, GPU capacity, the cleanup ledger and the ownership rule
+//! ([`ownership`]) every delete, patch and overwrite goes through.
 
 pub mod attempts;
 pub mod crd;
@@ -9,6 +10,7 @@ pub mod idempotent;
 pub mod idle;
 pub mod janitor;
 pub mod ledger;
+pub mod ownership;
 pub mod rbac;
 pub mod retry;
 pub mod snapshot_storage;

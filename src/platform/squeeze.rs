@@ -13,6 +13,7 @@ use serde_json::json;
 use super::gpu::{self, ACCELERATOR_LABEL, GPU, GpuError};
 use super::idempotent;
 use super::ledger::{self, CleanupOutcome, EXPIRES_LABEL, Ledger, RUN_ID_LABEL};
+use super::ownership::{self, Claim};
 use super::taint::{self, NodeTaint, TaintError};
 use super::wait::{self, WaitFor};
 
@@ -122,6 +123,7 @@ pub async fn squeeze_with_placeholders(
 pub async fn lift_placeholders(
     client: &kube::Client,
     ledger: &Ledger,
+    claim: &Claim,
     budget: Duration,
 ) -> Result<usize, SqueezeError> {
     let mut lifted = 0;
@@ -130,10 +132,10 @@ pub async fn lift_placeholders(
         .iter()
         .filter(|e| e.kind == "Pod" && e.name.starts_with(PLACEHOLDER_PREFIX))
     {
-        match ledger::delete_and_wait(client, e, budget).await {
+        match ledger::delete_and_wait(client, claim, e, budget).await {
             CleanupOutcome::Deleted => lifted += 1,
             CleanupOutcome::AlreadyGone | CleanupOutcome::Kept => {}
-            CleanupOutcome::Leaked(detail) => {
+            CleanupOutcome::Leaked(detail) | CleanupOutcome::Refused(detail) => {
                 return Err(SqueezeError::Lift {
                     object: e.describe(),
                     detail,
@@ -179,10 +181,20 @@ pub async fn squeeze_with_taint(
     Ok(added)
 }
 
-/// Takes this run's squeeze taints (those in the ledger) off their nodes.
-pub async fn lift_taints(client: &kube::Client, ledger: &Ledger) -> Result<usize, SqueezeError> {
+/// Takes this run's squeeze taints (those in the ledger that are `claim`'s) off their nodes.
+pub async fn lift_taints(
+    client: &kube::Client,
+    ledger: &Ledger,
+    claim: &Claim,
+) -> Result<usize, SqueezeError> {
     let mut lifted = 0;
     for t in &ledger.taints {
+        if let Err(not_ours) = ownership::check_taint(t, claim) {
+            return Err(SqueezeError::Lift {
+                object: t.describe(),
+                detail: not_ours.to_string(),
+            });
+        }
         if taint::remove(client, t).await? {
             lifted += 1;
         }

@@ -31,6 +31,9 @@ pub enum WorkspaceError {
         #[source]
         source: kube::Error,
     },
+    /// An object wsgate would overwrite is not its own ([`super::ownership`]).
+    #[error(transparent)]
+    NotOurs(#[from] super::ownership::NotOurs),
 }
 
 fn api_err(
@@ -80,7 +83,9 @@ pub async fn create_home(
     Ok(())
 }
 
-/// Creates or replaces the Jupyter token Secret of the namespace (recorded in the ledger).
+/// Creates the Jupyter token Secret of the namespace (recorded in the ledger), or updates
+/// its token when the Secret is this run's own (`labels` name the run). Someone else's
+/// Secret of that name is never overwritten: the error names it and whose it is.
 pub async fn put_token(
     client: &kube::Client,
     ledger: &mut Ledger,
@@ -95,12 +100,18 @@ pub async fn put_token(
         "stringData": {TOKEN_SECRET.1: token},
     }))
     .expect("a valid Secret");
-    if api
+    if let Some(existing) = api
         .get_opt(TOKEN_SECRET.0)
         .await
         .map_err(api_err("read", "Secret jupyter-token"))?
-        .is_some()
     {
+        let run = labels.get(super::ledger::RUN_ID_LABEL).cloned();
+        super::ownership::check_meta(
+            &format!("Secret {namespace}/{}", TOKEN_SECRET.0),
+            &existing.metadata,
+            &super::ownership::Claim::Run(run.unwrap_or_default()),
+            None,
+        )?;
         api.patch(
             TOKEN_SECRET.0,
             &PatchParams::default(),

@@ -211,11 +211,38 @@ fn cleanup(out: &mut String, r: &RunReport) {
         .filter(|c| c.outcome == CleanupOutcome::Kept)
         .count();
     let leaks: Vec<_> = r.leaks().collect();
+    let refused: Vec<_> = r
+        .cleanup
+        .iter()
+        .filter_map(|c| match &c.outcome {
+            CleanupOutcome::Refused(why) => Some((c, why)),
+            _ => None,
+        })
+        .collect();
+    if !refused.is_empty() {
+        let _ = writeln!(
+            out,
+            "**{} object(s) left alone: not wsgate's to touch** (a tampered ledger or state \
+             file, or someone else's object of the same name):\n",
+            refused.len()
+        );
+        out.push_str("| Scenario | Object | Why |\n|---|---|---|\n");
+        for (c, why) in &refused {
+            let _ = writeln!(
+                out,
+                "| {} | `{}` | {} |",
+                md_cell(&c.scenario),
+                md_cell(&c.object),
+                md_cell(why)
+            );
+        }
+        out.push('\n');
+    }
     if leaks.is_empty() {
         let _ = writeln!(
             out,
             "No leaks: {} of {} objects removed, {kept} kept on request.\n",
-            r.cleanup.len() - kept,
+            r.cleanup.len() - kept - refused.len(),
             r.cleanup.len()
         );
         return;

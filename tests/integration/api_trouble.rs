@@ -349,7 +349,12 @@ async fn lifecycle(client: kube::Client, name: String) -> Vec<ledger::CleanupRes
     ws::set_paused(&client, NS, &name, false).await.unwrap();
     wait_state(&api, &name, WorkspaceState::Running).await;
     ledger
-        .cleanup(&client, Duration::from_secs(30), false)
+        .cleanup(
+            &client,
+            &wsgate::platform::ownership::Claim::Run("api-trouble-c".into()),
+            Duration::from_secs(30),
+            false,
+        )
         .await
 }
 

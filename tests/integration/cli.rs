@@ -437,3 +437,56 @@ async fn a_kubeconfig_that_skips_tls_verification_is_refused_unless_wsgate_is_to
     );
     assert!(text(&out).contains("is opted in"), "{}", text(&out));
 }
+
+/// Output that cannot be written and environments that are not text end with a documented
+/// code and one line, never a panic (exit 101).
+#[test]
+fn a_closed_pipe_a_full_disk_and_non_utf8_variables_are_not_panics() {
+    let bin = env!("CARGO_BIN_EXE_wsgate");
+    let bash = |script: &str| {
+        std::process::Command::new("timeout")
+            .args(["60", "bash", "-c", script])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env_remove("KUBECONFIG")
+            .output()
+            .expect("bash runs")
+    };
+    // `true` exits at once, so the dry run's first write meets a closed pipe.
+    let o = bash(&format!(
+        "'{bin}' run --dry-run | true; echo \"code=${{PIPESTATUS[0]}}\""
+    ));
+    let out = text(&o);
+    assert!(
+        out.contains(&format!("code={}", wsgate::exit_code::PIPE_CLOSED)),
+        "{out}"
+    );
+    assert!(!out.contains("panicked"), "{out}");
+    let o = bash(&format!("'{bin}' run --dry-run > /dev/full"));
+    assert_eq!(
+        o.status.code(),
+        Some(wsgate::exit_code::OUTPUT),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        text(&o).contains("cannot write to standard output"),
+        "{}",
+        text(&o)
+    );
+    let o = bash(&format!("FOO=$'\\xff' '{bin}' run --dry-run"));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = bash(&format!(
+        "WSGATE_BUDGETS__DELETE=$'\\xff' '{bin}' run --dry-run"
+    ));
+    assert_eq!(
+        o.status.code(),
+        Some(wsgate::exit_code::USAGE),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        text(&o).contains("WSGATE_BUDGETS__DELETE` is not valid UTF-8"),
+        "{}",
+        text(&o)
+    );
+}

@@ -103,10 +103,57 @@ async fn prepare_and_verify_in_separate_processes() {
         "prepare recorded the Ready PodSnapshot"
     );
 
+    // The state file is another machine's input: entries wsgate never made (no uid, not its
+    // labels, another namespace, cluster-scoped) are reported and left alone.
+    let pp = kube::api::PostParams::default();
+    let foreign = |name: &str| -> Secret {
+        serde_json::from_value(json!({"metadata": {"name": name}})).unwrap()
+    };
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
+    let theirs = secrets.create(&pp, &foreign("theirs")).await.unwrap();
+    let elsewhere: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let outside = elsewhere.create(&pp, &foreign("outside")).await.unwrap();
+    let mut tampered: serde_json::Value = serde_json::from_str(&raw).unwrap();
+    let secret_entry = |ns: &str, name: &str, uid: Option<String>| {
+        json!({"group": "", "version": "v1", "kind": "Secret", "plural": "secrets",
+               "namespace": ns, "name": name, "uid": uid})
+    };
+    let entries = tampered["ledger"]["entries"].as_array_mut().unwrap();
+    entries.push(secret_entry(NS, "theirs", None));
+    entries.push(secret_entry(NS, "theirs", theirs.metadata.uid.clone()));
+    entries.push(secret_entry(
+        "default",
+        "outside",
+        outside.metadata.uid.clone(),
+    ));
+    entries.push(json!({"group": "", "version": "v1", "kind": "Namespace",
+                        "plural": "namespaces", "namespace": null,
+                        "name": "kubeflow-workspaces", "uid": null}));
+    std::fs::write(&state_path, serde_json::to_string(&tampered).unwrap()).unwrap();
+
     let o = gate(&kubeconfig, dir.path(), "verify", &[]).await;
     let out = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
     assert!(out.contains("gate verdict: PASS: restored"), "{out}");
+    assert!(out.contains("refused: Secret wsgate-test/theirs"), "{out}");
+    assert!(out.contains("not wsgate's to touch"), "{out}");
+    assert!(secrets.get_opt("theirs").await.unwrap().is_some(), "{out}");
+    assert!(
+        elsewhere.get_opt("outside").await.unwrap().is_some(),
+        "{out}"
+    );
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    assert!(
+        namespaces
+            .get_opt("kubeflow-workspaces")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    secrets
+        .delete("theirs", &DeleteParams::default())
+        .await
+        .unwrap();
     let result: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(
             dir.path()

@@ -12,6 +12,7 @@ mod drill;
 mod gate;
 mod interrupt;
 mod kubectl;
+mod ownership;
 mod python_client;
 mod rbac;
 mod report;

@@ -295,7 +295,10 @@ async fn sweep_with_held_deletions(
     }
     let sweep = tokio::spawn({
         let client = client.clone();
-        async move { janitor::sweep(&client, &found, BUDGET).await }
+        async move {
+            let claim = Selection::Run("rbac-least-privilege".into());
+            janitor::sweep(&client, &claim, &found, BUDGET).await
+        }
     });
     let deadline = tokio::time::Instant::now() + BUDGET;
     while !held.is_empty() {
@@ -423,7 +426,10 @@ async fn lifecycle(sim: &SimHandle, client: &kube::Client) {
     gpu::squeeze_with_quota(client, &mut ledger, NS, &labels, 0)
         .await
         .or_fail("squeeze");
-    gpu::lift_quota(client, NS).await.or_fail("lift");
+    let claim = Selection::Run(run_id.into());
+    gpu::lift_quota(client, &ledger, &claim, BUDGET)
+        .await
+        .or_fail("lift");
     ws::set_paused(client, NS, &new.name, false)
         .await
         .or_fail("resume");
@@ -448,13 +454,13 @@ async fn lifecycle(sim: &SimHandle, client: &kube::Client) {
         !placeholders.is_empty(),
         "the T4s were free for placeholders"
     );
-    squeeze::lift_placeholders(client, &ledger, BUDGET)
+    squeeze::lift_placeholders(client, &ledger, &claim, BUDGET)
         .await
         .or_fail("lift placeholders");
     squeeze::squeeze_with_taint(client, &mut ledger, "nvidia-tesla-t4", &labels)
         .await
         .or_fail("taint squeeze");
-    squeeze::lift_taints(client, &ledger)
+    squeeze::lift_taints(client, &ledger, &claim)
         .await
         .or_fail("lift taints");
     gpu::probe_schedulable(
@@ -495,7 +501,7 @@ async fn lifecycle(sim: &SimHandle, client: &kube::Client) {
         .await
         .or_fail("janitor find taints");
     assert!(!taints.is_empty(), "the taint left in place is found");
-    for r in janitor::sweep_taints(client, &taints, BUDGET).await {
+    for r in janitor::sweep_taints(client, &claim, &taints, BUDGET).await {
         assert_eq!(r.outcome, CleanupOutcome::Deleted, "{}", r.object);
     }
     assert!(
@@ -510,7 +516,7 @@ async fn lifecycle(sim: &SimHandle, client: &kube::Client) {
     for entry in &mut ledger.entries {
         entry.uid = None;
     }
-    for r in ledger.cleanup(client, BUDGET, false).await {
+    for r in ledger.cleanup(client, &claim, BUDGET, false).await {
         assert_eq!(r.outcome, CleanupOutcome::AlreadyGone, "{}", r.object);
     }
 }

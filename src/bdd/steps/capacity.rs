@@ -62,18 +62,23 @@ async fn squeeze(w: &mut WsWorld) -> StepResult {
 
 #[when(expr = "the squeeze is lifted")]
 async fn lift(w: &mut WsWorld) -> StepResult {
-    let ns = w.ws()?.namespace.clone();
+    w.ws()?;
     let client = w.ctx.client.clone();
     let method = w
         .squeeze
         .ok_or("nothing to lift: no `When the GPUs are squeezed` step ran")?;
     match method {
-        SqueezeMethod::Quota => gpu::lift_quota(&client, &ns)
-            .await
-            .map_err(|e| e.to_string()),
+        SqueezeMethod::Quota => {
+            let budget = w.budget("delete")?;
+            let claim = crate::platform::ownership::Claim::Run(w.ctx.run_id.clone());
+            gpu::lift_quota(&client, &w.ledger, &claim, budget)
+                .await
+                .map_err(|e| e.to_string())
+        }
         SqueezeMethod::PlaceholderPods => {
             let budget = w.budget("delete")?;
-            squeeze::lift_placeholders(&client, &w.ledger, budget)
+            let claim = crate::platform::ownership::Claim::Run(w.ctx.run_id.clone());
+            squeeze::lift_placeholders(&client, &w.ledger, &claim, budget)
                 .await
                 .map(|n| {
                     w.log
@@ -81,10 +86,14 @@ async fn lift(w: &mut WsWorld) -> StepResult {
                 })
                 .map_err(|e| e.to_string())
         }
-        SqueezeMethod::Taint => squeeze::lift_taints(&client, &w.ledger)
-            .await
-            .map(|n| w.log.push(format!("squeeze lifted: {n} taint(s) removed")))
-            .map_err(|e| e.to_string()),
+        SqueezeMethod::Taint => squeeze::lift_taints(
+            &client,
+            &w.ledger,
+            &crate::platform::ownership::Claim::Run(w.ctx.run_id.clone()),
+        )
+        .await
+        .map(|n| w.log.push(format!("squeeze lifted: {n} taint(s) removed")))
+        .map_err(|e| e.to_string()),
     }
 }
 

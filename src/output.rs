@@ -1,0 +1,115 @@
+//! Standard output that may close under us: `wsgate … | head -1`, or a full disk.
+//!
+//! Rust ignores SIGPIPE, so a write to a closed pipe fails with `BrokenPipe`, and `println!`
+//! panics on any write error. Two pieces keep that from becoming a panic (exit 101):
+//! - [`Stdout`], a writer for long output (the suite's progress): after the reader has gone
+//!   it drops the rest quietly, so the run goes on, cleans up and exits with its own code;
+//! - [`install_panic_hook`], for the commands' plain `println!`: a failed print to stdout ends
+//!   the process with [`crate::exit_code::PIPE_CLOSED`] (a closed pipe, quietly) or
+//!   [`crate::exit_code::OUTPUT`] (anything else, such as `/dev/full`, with one line saying so).
+//!   Every other panic keeps the default hook.
+
+use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static CLOSED: AtomicBool = AtomicBool::new(false);
+
+/// Whether standard output's reader has gone (a write met `BrokenPipe`).
+pub fn stdout_closed() -> bool {
+    CLOSED.load(Ordering::Relaxed)
+}
+
+/// Standard output that turns a closed pipe into silence instead of an error.
+#[derive(Debug, Default)]
+pub struct Stdout;
+
+impl Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if stdout_closed() {
+            return Ok(buf.len());
+        }
+        match io::stdout().write(buf) {
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
+                CLOSED.store(true, Ordering::Relaxed);
+                Ok(buf.len())
+            }
+            other => other,
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if stdout_closed() {
+            return Ok(());
+        }
+        match io::stdout().flush() {
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
+                CLOSED.store(true, Ordering::Relaxed);
+                Ok(())
+            }
+            other => other,
+        }
+    }
+}
+
+/// What a panic's message says about standard output, if it is std's "failed printing to
+/// stdout".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrintFailure {
+    /// The reader closed the pipe.
+    PipeClosed,
+    /// Any other write error (disk full, device error).
+    Other,
+}
+
+/// Classifies a panic message: `None` unless it is a failed print to stdout.
+pub fn classify(message: &str) -> Option<PrintFailure> {
+    if !message.starts_with("failed printing to stdout") {
+        return None;
+    }
+    if message.contains("Broken pipe") || message.contains("os error 32") {
+        Some(PrintFailure::PipeClosed)
+    } else {
+        Some(PrintFailure::Other)
+    }
+}
+
+/// Installs the hook described in the module docs. Call once, first thing in `main`.
+pub fn install_panic_hook() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        match classify(message) {
+            Some(PrintFailure::PipeClosed) => std::process::exit(crate::exit_code::PIPE_CLOSED),
+            Some(PrintFailure::Other) => {
+                let why = message.trim_start_matches("failed printing to stdout: ");
+                eprintln!("error: cannot write to standard output: {why}");
+                std::process::exit(crate::exit_code::OUTPUT)
+            }
+            None => default(info),
+        }
+    }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn std_print_failures_are_told_apart_from_other_panics() {
+        assert_eq!(
+            classify("failed printing to stdout: Broken pipe (os error 32)"),
+            Some(PrintFailure::PipeClosed)
+        );
+        assert_eq!(
+            classify("failed printing to stdout: No space left on device (os error 28)"),
+            Some(PrintFailure::Other)
+        );
+        assert_eq!(classify("index out of bounds"), None);
+        assert_eq!(classify("Broken pipe"), None);
+    }
+}

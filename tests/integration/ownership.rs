@@ -1,0 +1,307 @@
+//! wsgate touches only what it created: a tampered ledger, a janitor run id that is not a
+//! run id, and a drill next to someone else's quota or token Secret delete and overwrite
+//! nothing. Every object here is listed before and after.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Namespace, ResourceQuota, Secret};
+use kube::api::{Api, PostParams};
+use serde_json::json;
+use wsgate::platform::ledger::{CleanupOutcome, Entry, Ledger};
+use wsgate::platform::ownership::Claim;
+
+use crate::common::{start_platform, text, wsgate};
+
+const NS: &str = "wsgate-test";
+const BUDGET: Duration = Duration::from_secs(20);
+
+fn secret(name: &str, labels: serde_json::Value) -> Secret {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels},
+        "stringData": {"token": "theirs"},
+    }))
+    .unwrap()
+}
+
+fn ours(run: &str) -> serde_json::Value {
+    json!({"app.kubernetes.io/managed-by": "wsgate", "wsgate.dev/run-id": run,
+           "wsgate.dev/expires": "1"})
+}
+
+fn entry(
+    kind: &str,
+    plural: &str,
+    namespace: Option<&str>,
+    name: &str,
+    uid: Option<String>,
+) -> Entry {
+    Entry {
+        group: String::new(),
+        version: "v1".into(),
+        kind: kind.into(),
+        plural: plural.into(),
+        namespace: namespace.map(str::to_string),
+        name: name.into(),
+        uid,
+    }
+}
+
+#[tokio::test]
+async fn a_tampered_ledger_removes_only_what_the_run_created() {
+    let sim = start_platform(|_| {}).await;
+    let client = sim.client().await.unwrap();
+    let here: Api<Secret> = Api::namespaced(client.clone(), NS);
+    let default: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let pp = PostParams::default();
+    let mine = here.create(&pp, &secret("mine", ours("r1"))).await.unwrap();
+    let foreign = here
+        .create(&pp, &secret("foreign", json!({})))
+        .await
+        .unwrap();
+    let other_run = here
+        .create(&pp, &secret("other-run", ours("r2")))
+        .await
+        .unwrap();
+    let empty_run = here
+        .create(&pp, &secret("empty-run", ours("")))
+        .await
+        .unwrap();
+    let outside = default
+        .create(&pp, &secret("outside", ours("r1")))
+        .await
+        .unwrap();
+    let ledger = Ledger {
+        entries: vec![
+            entry(
+                "Secret",
+                "secrets",
+                Some(NS),
+                "mine",
+                mine.metadata.uid.clone(),
+            ),
+            entry("Secret", "secrets", Some(NS), "foreign", None),
+            entry(
+                "Secret",
+                "secrets",
+                Some(NS),
+                "foreign",
+                foreign.metadata.uid.clone(),
+            ),
+            entry(
+                "Secret",
+                "secrets",
+                Some(NS),
+                "other-run",
+                other_run.metadata.uid.clone(),
+            ),
+            entry(
+                "Secret",
+                "secrets",
+                Some(NS),
+                "empty-run",
+                empty_run.metadata.uid.clone(),
+            ),
+            entry(
+                "Secret",
+                "secrets",
+                Some("default"),
+                "outside",
+                outside.metadata.uid.clone(),
+            ),
+            entry("Namespace", "namespaces", None, "kubeflow-workspaces", None),
+        ],
+        taints: Vec::new(),
+    };
+
+    // What `gate verify` does with a state file: vet, then clean up what is left.
+    let claim = Claim::Run("r1".into());
+    let (vetted, refused) = ledger.vet(NS, &claim);
+    let refused_objects: Vec<_> = refused.iter().map(|r| r.object.as_str()).collect();
+    assert_eq!(
+        refused_objects,
+        [
+            "Secret wsgate-test/foreign",
+            "Secret default/outside",
+            "Namespace kubeflow-workspaces"
+        ],
+        "{refused:?}"
+    );
+    let results = vetted.cleanup(&client, &claim, BUDGET, false).await;
+    let outcome = |name: &str| {
+        results
+            .iter()
+            .find(|r| r.object == format!("Secret {NS}/{name}"))
+            .map(|r| r.outcome.clone())
+            .unwrap_or_else(|| panic!("{name} not in {results:?}"))
+    };
+    assert_eq!(outcome("mine"), CleanupOutcome::Deleted);
+    for name in ["foreign", "other-run", "empty-run"] {
+        assert!(
+            matches!(outcome(name), CleanupOutcome::Refused(ref why) if why.contains("not wsgate's")),
+            "{name}: {results:?}"
+        );
+    }
+    // The unvetted ledger (a run's own, in memory) meets the same live check.
+    let results = ledger.cleanup(&client, &claim, BUDGET, false).await;
+    assert!(
+        results
+            .iter()
+            .filter(|r| r.object != format!("Secret {NS}/mine"))
+            .all(|r| matches!(r.outcome, CleanupOutcome::Refused(_))),
+        "{results:?}"
+    );
+    for name in ["foreign", "other-run", "empty-run"] {
+        assert!(
+            here.get_opt(name).await.unwrap().is_some(),
+            "{name} deleted"
+        );
+    }
+    assert!(default.get_opt("outside").await.unwrap().is_some());
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    assert!(
+        namespaces
+            .get_opt("kubeflow-workspaces")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(here.get_opt("mine").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn the_janitor_refuses_a_run_id_that_is_not_one() {
+    let sim = start_platform(|_| {}).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kc = dir.path().join("kc.yaml");
+    sim.write_kubeconfig(&kc).unwrap();
+    let client = sim.client().await.unwrap();
+    let here: Api<Secret> = Api::namespaced(client.clone(), NS);
+    let pp = PostParams::default();
+    here.create(
+        &pp,
+        &secret("empty-label", json!({"wsgate.dev/run-id": ""})),
+    )
+    .await
+    .unwrap();
+    here.create(&pp, &secret("empty-ours", ours("")))
+        .await
+        .unwrap();
+    let kc = kc.display().to_string();
+    for bad in ["", " ", "r1,app=x", "-r1", &"r".repeat(53)] {
+        let (kc, arg) = (kc.clone(), bad.to_string());
+        let o = tokio::task::spawn_blocking(move || {
+            wsgate(&[
+                "janitor",
+                "--target",
+                "cluster",
+                "--kubeconfig",
+                &kc,
+                "--run-id",
+                &arg,
+            ])
+        })
+        .await
+        .unwrap();
+        let out = text(&o);
+        assert_eq!(
+            o.status.code(),
+            Some(wsgate::exit_code::USAGE),
+            "{bad:?}: {out}"
+        );
+        assert!(out.contains("--run-id"), "{out}");
+    }
+    assert!(here.get_opt("empty-label").await.unwrap().is_some());
+    assert!(here.get_opt("empty-ours").await.unwrap().is_some());
+}
+
+/// Runs a drill against the simulator as a cluster (`--target cluster`), which squeezes
+/// with a ResourceQuota and puts the namespace's token Secret.
+async fn cluster_drill(kc: String) -> std::process::Output {
+    tokio::task::spawn_blocking(move || {
+        let dir = tempfile::tempdir().unwrap();
+        let reports = format!("reports.dir={}", dir.path().display());
+        wsgate(&[
+            "drill",
+            "--target",
+            "cluster",
+            "--kubeconfig",
+            &kc,
+            "--namespace",
+            NS,
+            "--workspaces",
+            "2",
+            "--gpus",
+            "1",
+            "--sample",
+            "0",
+            "--set",
+            &reports,
+        ])
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_drill_next_to_a_foreign_quota_or_token_touches_neither() {
+    let sim = start_platform(|_| {}).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kc = dir.path().join("kc.yaml");
+    sim.write_kubeconfig(&kc).unwrap();
+    let kc = kc.display().to_string();
+    let client = sim.client().await.unwrap();
+    let pp = PostParams::default();
+
+    // Someone's quota of the squeeze's name: the drill stops, names it, deletes nothing.
+    let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), NS);
+    let quota: ResourceQuota = serde_json::from_value(json!({
+        "metadata": {"name": "wsgate-gpu-squeeze"},
+        "spec": {"hard": {"requests.nvidia.com/gpu": "5"}}
+    }))
+    .unwrap();
+    let quota = quotas.create(&pp, &quota).await.unwrap();
+    let o = cluster_drill(kc.clone()).await;
+    let out = text(&o);
+    assert_ne!(o.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains("ResourceQuota wsgate-gpu-squeeze already exists and is not this run's"),
+        "{out}"
+    );
+    let after = quotas.get("wsgate-gpu-squeeze").await.unwrap();
+    assert_eq!(after.metadata.uid, quota.metadata.uid, "{out}");
+    assert_eq!(after.spec, quota.spec);
+    quotas
+        .delete("wsgate-gpu-squeeze", &Default::default())
+        .await
+        .unwrap();
+
+    // Someone's token Secret: never overwritten.
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
+    let theirs = secrets
+        .create(&pp, &secret("jupyter-token", json!({"team": "ml"})))
+        .await
+        .unwrap();
+    let o = cluster_drill(kc).await;
+    let out = text(&o);
+    assert_ne!(o.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains("Secret wsgate-test/jupyter-token is not wsgate's to touch"),
+        "{out}"
+    );
+    let after = secrets.get("jupyter-token").await.unwrap();
+    assert_eq!(after.metadata.uid, theirs.metadata.uid);
+    assert_eq!(
+        after.metadata.resource_version,
+        theirs.metadata.resource_version
+    );
+    // Nothing of the drills is left, and nothing of theirs is gone.
+    let left: Vec<_> = quotas
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|q| q.metadata.name)
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
