@@ -18,7 +18,7 @@ use crate::platform::target;
 pub struct DrillArgs {
     #[command(flatten)]
     pub target: TargetArgs,
-    /// N: workspaces paused, then resumed at the same moment
+    /// N: workspaces paused, then resumed at the same moment (at most 5000)
     #[arg(long, value_name = "N", default_value_t = 6)]
     pub workspaces: usize,
     /// M: the GPUs they compete for (fewer than N)
@@ -38,11 +38,22 @@ pub struct DrillArgs {
     pub reports: Option<PathBuf>,
 }
 
+/// The most workspaces one drill takes (`--workspaces`): a bound on what it creates in the
+/// namespace and on the harness's memory; a thousand is the size the drill benchmark runs.
+pub const MAX_WORKSPACES: usize = 5000;
+
 fn say(line: &str) {
     println!("drill: {line}");
 }
 
 pub async fn drill(args: DrillArgs) -> Result<i32, CommandError> {
+    if args.workspaces > MAX_WORKSPACES {
+        return Err(CommandError::Usage(format!(
+            "--workspaces {} is above the most one drill takes ({MAX_WORKSPACES}); run \
+             several drills, or fewer workspaces",
+            args.workspaces
+        )));
+    }
     if args.gpus == 0 || args.gpus as usize >= args.workspaces {
         return Err(CommandError::Usage(format!(
             "a drill needs 0 < M < N: --gpus {} for --workspaces {}",

@@ -77,6 +77,7 @@ pub(crate) static KEYS: &[KeySpec] = &[
     req("api", "retry_attempts", Kind::Count { min: 1, max: 20 }),
     req("api", "retry_backoff", Kind::Seconds),
     req("api", "retry_max_backoff", Kind::Seconds),
+    req("api", "response_timeout", Kind::Seconds),
     req("sim", "profile", Kind::Path),
     req("sim", "runtime", Kind::OneOf(SIM_RUNTIMES)),
     req("sim", "enforce_rbac", Kind::Bool),

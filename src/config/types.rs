@@ -60,6 +60,8 @@ pub struct ApiConfig {
     pub retry_backoff: Budget,
     /// The longest single wait; a longer `Retry-After` from the server ends the retries.
     pub retry_max_backoff: Budget,
+    /// How long one request waits for the server's answer (connection and response head).
+    pub response_timeout: Budget,
 }
 
 /// `[sim]`: the embedded simulator.

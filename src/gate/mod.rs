@@ -128,6 +128,8 @@ pub async fn jupyter_for(
     })?;
     let options = ClientOptions {
         insecure_skip_tls_verify: cfg.target.insecure_skip_tls_verify,
+        // No single REST request outlives the budget for reaching the kernel.
+        request_timeout: Some(cfg.budgets.kernel_reachable.duration()),
     };
     Ok(JupyterClient::new(
         &url,

@@ -33,6 +33,11 @@ pub struct RetryPolicy {
     pub initial_backoff: Duration,
     /// The longest single wait. A `Retry-After` above it ends the retries.
     pub max_backoff: Duration,
+    /// How long one attempt may wait for the server's answer (connection and response
+    /// head; a watch's stream, once its head arrived, is not cut). A server that accepts
+    /// connections and never answers ends the request, unretried, with
+    /// [`RetryError::NoAnswer`].
+    pub response_timeout: Duration,
 }
 
 impl Default for RetryPolicy {
@@ -42,6 +47,7 @@ impl Default for RetryPolicy {
             max_attempts: 5,
             initial_backoff: Duration::from_millis(200),
             max_backoff: Duration::from_secs(5),
+            response_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -53,6 +59,7 @@ impl RetryPolicy {
             max_attempts: api.retry_attempts,
             initial_backoff: api.retry_backoff.duration(),
             max_backoff: api.retry_max_backoff.duration(),
+            response_timeout: api.response_timeout.duration(),
         }
     }
 
@@ -102,6 +109,15 @@ pub enum RetryError {
         status: StatusCode,
         asked: Duration,
         max: Duration,
+    },
+    #[error(
+        "{method} {path}: the API server did not answer within {after:?} (api.response_timeout): \
+         it accepts connections but does not respond; check that the URL is the API server's"
+    )]
+    NoAnswer {
+        method: Method,
+        path: String,
+        after: Duration,
     },
     #[error("{method} {path}: the connection to the API server failed {attempts} times")]
     Connection {
@@ -270,13 +286,24 @@ where
 {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
+    let no_answer = |method: &Method, path: &str| -> BoxError {
+        RetryError::NoAnswer {
+            method: method.clone(),
+            path: path.to_string(),
+            after: policy.response_timeout,
+        }
+        .into()
+    };
     let mut attempt = 1;
     loop {
         let last = attempt >= policy.max_attempts;
         let this = if last { None } else { copy(&req) };
         let Some(this) = this else {
             // The last attempt (or one that cannot be repeated) goes out as it is.
-            let result = svc.ready().await?.call(req).await;
+            let call = svc.ready().await?.call(req);
+            let Ok(result) = tokio::time::timeout(policy.response_timeout, call).await else {
+                return Err(no_answer(&method, &path));
+            };
             return match result {
                 Ok(resp) if retryable_status(resp.status()) && attempt > 1 => {
                     Err(RetryError::Exhausted {
@@ -297,7 +324,11 @@ where
                 other => other,
             };
         };
-        let (code, failure, asked) = match svc.ready().await?.call(this).await {
+        let call = svc.ready().await?.call(this);
+        let Ok(answer) = tokio::time::timeout(policy.response_timeout, call).await else {
+            return Err(no_answer(&method, &path));
+        };
+        let (code, failure, asked) = match answer {
             Ok(resp) if retryable_status(resp.status()) => (
                 Some(resp.status()),
                 resp.status().to_string(),
@@ -339,6 +370,7 @@ mod tests {
             max_attempts: 5,
             initial_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(1),
+            response_timeout: Duration::from_secs(30),
         }
     }
 

@@ -52,6 +52,14 @@ pub enum TargetError {
         "the API server at {url} refused the credentials ({code}): the token may be wrong or expired; refresh the kubeconfig"
     )]
     Unauthorized { url: String, code: u16 },
+    #[error(
+        "the API server at {url} took the connection but did not answer within {after:?} \
+         (api.response_timeout): check that the URL is the API server's and that it is healthy"
+    )]
+    NoAnswer {
+        url: String,
+        after: std::time::Duration,
+    },
     #[error("namespace {namespace:?} does not exist; create it with the label {OPT_IN_LABEL}=true")]
     NamespaceMissing { namespace: String },
     #[error(
@@ -131,23 +139,40 @@ pub async fn connect(
     retry: super::retry::RetryPolicy,
 ) -> Result<kube::Client, TargetError> {
     let url = config.cluster_url.to_string();
+    let mut config = config;
+    // No attempt waits longer than api.response_timeout for a connection either.
+    let answer_within = retry.response_timeout;
+    config.connect_timeout = Some(
+        config
+            .connect_timeout
+            .map_or(answer_within, |t| t.min(answer_within)),
+    );
     let client = super::retry::client(config, retry).map_err(|source| TargetError::Client {
         url: url.clone(),
         source,
     })?;
-    // /version is public on real servers, so check credentials with a namespace list.
-    client
-        .apiserver_version()
+    let no_answer = || TargetError::NoAnswer {
+        url: url.clone(),
+        after: answer_within,
+    };
+    // /version is public on real servers, so check credentials with a namespace list. A
+    // server that takes connections and never answers is named here, within the budget,
+    // rather than retried.
+    tokio::time::timeout(answer_within, client.apiserver_version())
         .await
+        .map_err(|_| no_answer())?
         .map_err(|source| TargetError::Unreachable {
             url: url.clone(),
             source,
         })?;
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    match namespaces
-        .list_metadata(&kube::api::ListParams::default().limit(1))
-        .await
-    {
+    let listed = tokio::time::timeout(
+        answer_within,
+        namespaces.list_metadata(&kube::api::ListParams::default().limit(1)),
+    )
+    .await
+    .map_err(|_| no_answer())?;
+    match listed {
         Ok(_) => Ok(client),
         Err(kube::Error::Api(s)) if s.code == 401 => {
             Err(TargetError::Unauthorized { url, code: s.code })

@@ -23,6 +23,9 @@ use crate::verdict::FileState;
 pub struct ClientOptions {
     /// Accept any TLS certificate (self-signed test clusters only; the caller logs it).
     pub insecure_skip_tls_verify: bool,
+    /// The longest one REST request may take, connection and body included (a server that
+    /// takes connections and never answers ends there); `None`: only the 10 s connect limit.
+    pub request_timeout: Option<Duration>,
 }
 
 /// A Jupyter Server REST client. Cheap to clone.
@@ -54,9 +57,13 @@ impl JupyterClient {
             (auth, _) => auth,
         };
         let headers = auth.headers()?;
-        let http = reqwest::Client::builder()
+        let mut http = reqwest::Client::builder()
             .tls_danger_accept_invalid_certs(options.insecure_skip_tls_verify)
-            .connect_timeout(Duration::from_secs(10))
+            .connect_timeout(Duration::from_secs(10));
+        if let Some(limit) = options.request_timeout {
+            http = http.timeout(limit);
+        }
+        let http = http
             .build()
             .map_err(|source| SessionError::HttpClient { source })?;
         Ok(JupyterClient {

@@ -139,6 +139,8 @@ fn client_for(args: &ProbeArgs) -> Result<JupyterClient, SessionError> {
         auth,
         ClientOptions {
             insecure_skip_tls_verify: args.insecure_skip_tls_verify,
+            // --connect-budget bounds every REST request, not only the first connection.
+            request_timeout: Some(args.connect_budget),
         },
     )
 }

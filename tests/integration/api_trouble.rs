@@ -32,6 +32,7 @@ fn policy(max_attempts: u32) -> RetryPolicy {
         max_attempts,
         initial_backoff: Duration::from_millis(10),
         max_backoff: Duration::from_secs(2),
+        response_timeout: Duration::from_secs(30),
     }
 }
 
