@@ -688,6 +688,75 @@ async fn pod_restored_comes_the_profile_lag_after_the_pod_is_ready() {
     assert_eq!((lag.count, lag.total_ms), (1, 2000.0));
 }
 
+/// Every value of every `ResourceList` under `v` (any `limits`, `requests`, `hard`, `used`,
+/// `capacity` or `allocatable` map), with its path.
+fn quantities(v: &Value, path: &str, out: &mut Vec<(String, Value)>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                let p = format!("{path}/{k}");
+                let list = [
+                    "limits",
+                    "requests",
+                    "hard",
+                    "used",
+                    "capacity",
+                    "allocatable",
+                ];
+                if list.contains(&k.as_str())
+                    && let Some(q) = x.as_object()
+                {
+                    out.extend(q.iter().map(|(n, q)| (format!("{p}/{n}"), q.clone())));
+                } else {
+                    quantities(x, &p, out);
+                }
+            }
+        }
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                quantities(x, &format!("{path}/{i}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[tokio::test]
+async fn a_gpu_workspace_pod_and_the_nodes_serve_quantities_as_strings() {
+    let sim = crate::common::start_platform(|_| {}).await;
+    let a = apis(&sim).await;
+    create_workspace(&a, &sim, "qty", "").await;
+    wait_for(&a.ws, "qty", "Running", in_state(WorkspaceState::Running)).await;
+    // The WorkspaceKind's pod config says `nvidia.com/gpu: 1` as a number; a real API
+    // server stores and serves every quantity as a string (Python's client insists).
+    let mut found = Vec::new();
+    for path in [
+        format!("/api/v1/namespaces/{NS}/pods"),
+        "/api/v1/nodes".to_string(),
+        format!("/api/v1/namespaces/{NS}/persistentvolumeclaims"),
+    ] {
+        let r = raw_client(&sim)
+            .get(format!("{}{path}", sim.url()))
+            .bearer_auth(sim.token())
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{path}: {}", r.status());
+        quantities(&r.json::<Value>().await.unwrap(), &path, &mut found);
+    }
+    assert!(
+        found
+            .iter()
+            .any(|(p, q)| p.ends_with("limits/nvidia.com/gpu") && q == "1"),
+        "{found:?}"
+    );
+    let numbers: Vec<_> = found.iter().filter(|(_, q)| !q.is_string()).collect();
+    assert!(
+        numbers.is_empty(),
+        "quantities that are not strings: {numbers:?}"
+    );
+}
+
 #[tokio::test]
 async fn duplicate_restore_attempts_restore_one_snapshot_twice() {
     let sim = crate::common::start_platform(|_| {}).await;
