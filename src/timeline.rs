@@ -26,6 +26,9 @@ pub enum Mark {
     ResumeRequested,
     WaitingForResources,
     PodScheduled,
+    /// A live pod of the resumed workspace was first seen Ready.
+    PodReady,
+    /// The pod's `PodRestored` condition was first seen (GKE writes it after Ready).
     PodRestored,
     WorkspaceResumed,
     KernelReconnected,
@@ -110,6 +113,16 @@ pub const PHASES: &[PhaseDef] = &[
         name: "resume_to_running",
         from: Mark::ResumeRequested,
         to: Mark::WorkspaceResumed,
+    },
+    PhaseDef {
+        name: "ready_to_pod_restored",
+        from: Mark::PodReady,
+        to: Mark::PodRestored,
+    },
+    PhaseDef {
+        name: "resume_to_pod_restored",
+        from: Mark::ResumeRequested,
+        to: Mark::PodRestored,
     },
     PhaseDef {
         name: "resume_to_kernel",

@@ -23,6 +23,7 @@ const MATRIX_BUDGETS: &[&str] = &[
     "budgets.pause_to_paused=30",
     "budgets.gpu_release=40",
     "budgets.resume_to_running=60",
+    "budgets.pod_restored=10",
     "budgets.snapshot_cleanup=30",
     "budgets.delete=60",
     "budgets.waiting_state=30",

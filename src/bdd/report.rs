@@ -79,6 +79,7 @@ pub fn add_world(report: &mut ScenarioReport, w: &WsWorld) {
     report.verdict = w.verdict.clone();
     report.evidence_before = w.before.clone();
     report.evidence_after = w.after.clone();
+    report.snapshot_name = w.snapshot_name.clone();
     report.snapshot_uid = w.snapshot_uid.clone();
     report.snapshots_left = w.snapshots_left.clone();
     report.log = w.log.clone();

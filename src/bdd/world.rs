@@ -37,7 +37,10 @@ pub struct WsWorld {
     pub verdict: Option<Verdict>,
     /// The node the workspace's pod ran on before the pause.
     pub node_before_pause: Option<String>,
-    /// The snapshot the resume should restore from.
+    /// The name of the snapshot the resume should restore from (what GKE's `PodRestored`
+    /// message names; a UUID GKE makes).
+    pub snapshot_name: Option<String>,
+    /// Its `metadata.uid` (the bucket layout's key), kept beside the name for the reports.
     pub snapshot_uid: Option<String>,
     /// The most pods the workspace had at once while waiting (restore attempts).
     pub max_pods_seen: usize,
@@ -88,6 +91,7 @@ impl WsWorld {
             after: None,
             verdict: None,
             node_before_pause: None,
+            snapshot_name: None,
             snapshot_uid: None,
             max_pods_seen: 0,
             attempts: None,

@@ -95,6 +95,7 @@ pub(crate) static KEYS: &[KeySpec] = &[
     req("budgets", "pause_to_paused", Kind::Seconds),
     req("budgets", "gpu_release", Kind::Seconds),
     req("budgets", "resume_to_running", Kind::Seconds),
+    req("budgets", "pod_restored", Kind::Seconds),
     req("budgets", "next_cell", Kind::Seconds),
     req("budgets", "snapshot_cleanup", Kind::Seconds),
     req("budgets", "delete", Kind::Seconds),

@@ -115,6 +115,9 @@ pub struct Budgets {
     pub gpu_release: Budget,
     /// Resume requested -> state Running.
     pub resume_to_running: Budget,
+    /// Resume requested (or the pod bound, if later) -> the pod's `PodRestored` condition,
+    /// which GKE writes after the pod is Ready; none by then is evidence of a cold start.
+    pub pod_restored: Budget,
     /// Running after resume -> the next cell has completed.
     pub next_cell: Budget,
     /// Resume (or delete) -> its PodSnapshots are gone.
@@ -135,7 +138,7 @@ pub struct Budgets {
 
 impl Budgets {
     /// Every budget with its phase name (the key in `[budgets]`), in documented order.
-    pub fn named(&self) -> [(&'static str, Budget); 15] {
+    pub fn named(&self) -> [(&'static str, Budget); 16] {
         [
             ("workspace_running", self.workspace_running),
             ("kernel_reachable", self.kernel_reachable),
@@ -144,6 +147,7 @@ impl Budgets {
             ("pause_to_paused", self.pause_to_paused),
             ("gpu_release", self.gpu_release),
             ("resume_to_running", self.resume_to_running),
+            ("pod_restored", self.pod_restored),
             ("next_cell", self.next_cell),
             ("snapshot_cleanup", self.snapshot_cleanup),
             ("delete", self.delete),

@@ -154,7 +154,8 @@ struct Prepared {
     /// The Workspace's uid: the drill's delete is bound to it.
     uid: Option<String>,
     marked: Option<Marked>,
-    snapshot_uid: Option<String>,
+    /// The name of the Ready PodSnapshot it paused into (what `PodRestored` names).
+    snapshot_name: Option<String>,
 }
 
 struct Marked {
@@ -245,7 +246,7 @@ pub async fn run(
     let budget = gate::budget(cfg, "drill_resume")?;
     let finish = prepared
         .iter()
-        .map(|p| finish_one(client, cfg, p, started, budget, progress));
+        .map(|p| finish_one(client, cfg, p, &watch, started, budget, progress));
     let mut results = futures::future::join_all(finish).await;
     for r in &mut results {
         r.waited = watch.scheduled(&r.name).map(|t| t - started);
@@ -328,20 +329,20 @@ async fn prepare_one(
     wait_state(&api, cfg, &name, WorkspaceState::Paused, "pause_to_paused")
         .await
         .map_err(err)?;
-    let snapshot_uid = snapshots::of_workspace(client, &new.namespace, &name)
+    let snapshot_name = snapshots::of_workspace(client, &new.namespace, &name)
         .await
         .ok()
         .and_then(|s| {
             s.into_iter()
                 .filter(snapshots::is_ready)
                 .max_by_key(|s| s.metadata.creation_timestamp.clone())
-                .and_then(|s| s.metadata.uid)
+                .and_then(|s| s.metadata.name)
         });
     Ok(Prepared {
         new,
         uid,
         marked,
-        snapshot_uid,
+        snapshot_name,
     })
 }
 
@@ -382,6 +383,7 @@ async fn finish_one(
     client: &kube::Client,
     cfg: &Config,
     p: &Prepared,
+    watch: &AttemptWatch,
     started: Instant,
     budget: Duration,
     progress: &(dyn Fn(&str) + Sync),
@@ -409,7 +411,7 @@ async fn finish_one(
         return result;
     }
     result.to_running = Some(started.elapsed());
-    match check(client, cfg, p).await {
+    match check(client, cfg, p, watch).await {
         Ok((verdict, problem)) => {
             result.verdict = verdict;
             result.problem = problem;
@@ -445,31 +447,42 @@ async fn finish_one(
 }
 
 /// The verdict of one resumed workspace: full evidence for the sample, the platform's
-/// restore condition for the rest.
+/// restore condition for the rest. With a Ready snapshot to restore from, the condition is
+/// waited for within the `pod_restored` budget (GKE writes it after the pod is Ready),
+/// counted from the resume or, for a workspace that queued for a GPU, from its binding.
 async fn check(
     client: &kube::Client,
     cfg: &Config,
     p: &Prepared,
+    watch: &AttemptWatch,
 ) -> Result<(String, Option<String>), GateError> {
     let (ns, name) = (&p.new.namespace, &p.new.name);
+    let mut platform = PlatformEvidence {
+        observed: true,
+        expected_snapshot: p.snapshot_name.clone(),
+        ..Default::default()
+    };
+    if p.snapshot_name.is_some() {
+        let limit = gate::budget(cfg, "pod_restored")?;
+        let seen = watch.wait_pod_restored(name, limit).await;
+        platform.pod_restored_budget_s = Some(limit.as_secs_f64().ceil() as u64);
+        platform.pod_restored = seen.condition.map(|(c, _)| c);
+    }
     let pods = ws::pods(client, ns, name).await?;
     let pod = pods
         .iter()
         .find(|p| p.metadata.deletion_timestamp.is_none());
-    let mut platform = PlatformEvidence {
-        observed: true,
-        expected_snapshot_uid: p.snapshot_uid.clone(),
-        ..Default::default()
-    };
-    if let Some(pod) = pod {
+    if let Some(pod) = pod
+        && platform.pod_restored_budget_s.is_none()
+    {
         platform.pod_restored = snapshots::pod_restored(pod);
     }
     let Some(m) = &p.marked else {
         let restored_from_own = platform.pod_restored.as_ref().is_some_and(|c| {
             c.status == "True"
-                && p.snapshot_uid
-                    .as_ref()
-                    .is_none_or(|uid| c.message.as_deref().is_some_and(|m| m.contains(uid)))
+                && p.snapshot_name.as_ref().is_none_or(|snapshot| {
+                    c.message.as_deref().is_some_and(|m| m.contains(snapshot))
+                })
         });
         return Ok(if restored_from_own {
             ("Restored (platform)".into(), None)
@@ -482,7 +495,7 @@ async fn check(
                         c.status,
                         c.message.clone().unwrap_or_default()
                     ),
-                    None => "no PodRestored condition: a cold start, not a restore".into(),
+                    None => platform.said().swap_remove(0),
                 }),
             )
         });

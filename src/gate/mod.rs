@@ -53,6 +53,9 @@ pub enum GateError {
     /// A config value the gate needs is missing.
     #[error("{0}")]
     Config(String),
+    /// The watch over the workspace's pods during the resume could not start.
+    #[error("cannot watch the workspace's pods: {0}")]
+    PodWatch(String),
     /// The pause before the upgrade left no Ready snapshot: the platform failed already.
     #[error("{0}")]
     NoSnapshot(String),
@@ -72,7 +75,10 @@ impl GateError {
             GateError::Session(e) => e.exit_code(),
             GateError::State(_) | GateError::Config(_) => USAGE,
             GateError::NoSnapshot(_) => FAILED,
-            GateError::Workspace(_) | GateError::Api { .. } | GateError::Gone(_) => TARGET,
+            GateError::Workspace(_)
+            | GateError::Api { .. }
+            | GateError::Gone(_)
+            | GateError::PodWatch(_) => TARGET,
         }
     }
 }

@@ -41,7 +41,8 @@ pub struct GateState {
     pub pod_config: String,
     /// The node the workspace ran on before the pause.
     pub node_before_pause: Option<String>,
-    /// The PodSnapshot the pause produced (name, uid).
+    /// The PodSnapshot the pause produced (name, uid). Verify identifies it by its name, as
+    /// GKE's `PodRestored` message does; the uid is kept for the bucket layout.
     pub snapshot: Option<SnapshotRef>,
     /// The kernel that holds the marker.
     pub kernel_id: String,
@@ -58,7 +59,9 @@ pub struct GateState {
 /// A PodSnapshot by name and uid.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SnapshotRef {
+    /// `metadata.name`: a UUID GKE makes; what the `PodRestored` message names.
     pub name: String,
+    /// `metadata.uid` (the API server's): the prefix of the snapshot's bucket objects.
     pub uid: String,
 }
 

@@ -15,6 +15,7 @@ use super::prepare::wait_state;
 use super::state::GateState;
 use super::{GateError, budget, jupyter_for, session_budgets};
 use crate::config::Config;
+use crate::platform::attempts::AttemptWatch;
 use crate::platform::crd::{Workspace, WorkspaceState};
 use crate::platform::ledger::CleanupResult;
 use crate::platform::ownership::{self, Claim};
@@ -72,6 +73,8 @@ pub struct GateOutcome {
     /// Container restarts of the resumed pod.
     pub restarts: i32,
     pub resume_to_running: Duration,
+    /// The resumed pod Ready -> its `PodRestored` condition, when both were seen.
+    pub pod_restored_lag: Option<Duration>,
     /// What cleanup did (empty with `keep`).
     pub cleanup: Vec<CleanupResult>,
 }
@@ -245,7 +248,7 @@ async fn decide(
                         source,
                     })?;
                 Some(snaps.iter().any(|s| {
-                    s.metadata.uid.as_deref() == Some(&want.uid) && snapshots::is_ready(s)
+                    s.metadata.name.as_deref() == Some(&want.name) && snapshots::is_ready(s)
                 }))
             }
         };
@@ -264,6 +267,12 @@ async fn decide(
         .ok_or_else(|| GateError::Config("the state file's sealed nonce is damaged".into()))?;
 
     progress(&format!("resuming workspace {ns}/{name}"));
+    // The resume's pods, watched from the request on: when one is Ready, when it shows
+    // PodRestored (GKE writes it after Ready).
+    let watch = AttemptWatch::start(client, ns)
+        .await
+        .map_err(GateError::PodWatch)?;
+    watch.mark_resumed();
     let resumed_at = Instant::now();
     ws::set_paused(client, ns, name, false).await?;
     wait_state(
@@ -302,11 +311,36 @@ async fn decide(
     .await?;
     let mut platform = PlatformEvidence {
         observed: true,
-        expected_snapshot_uid: state.snapshot.as_ref().map(|s| s.uid.clone()),
+        expected_snapshot: state.snapshot.as_ref().map(|s| s.name.clone()),
         ..Default::default()
     };
+    // Wait for PodRestored only when a Ready snapshot was there to restore from.
+    let mut pod_restored_lag = None;
+    if snapshot_before_resume == Some(true) {
+        let limit = budget(cfg, "pod_restored")?;
+        let seen = watch.wait_pod_restored(name, limit).await;
+        platform.pod_restored_budget_s = Some(limit.as_secs_f64().ceil() as u64);
+        pod_restored_lag = seen.lag();
+        match &seen.condition {
+            Some((c, at)) => progress(&format!(
+                "PodRestored {} {:.1} s after the resume{}",
+                c.status,
+                (at.instant - resumed_at).as_secs_f64(),
+                pod_restored_lag
+                    .map(|l| format!(", {:.1} s after the pod was Ready", l.as_secs_f64()))
+                    .unwrap_or_default()
+            )),
+            None => progress(&format!(
+                "no PodRestored within the `pod_restored` budget ({:.0} s)",
+                limit.as_secs_f64()
+            )),
+        }
+        platform.pod_restored = seen.condition.map(|(c, _)| c);
+    }
     if let Some(pod) = pod {
-        platform.pod_restored = snapshots::pod_restored(pod);
+        if platform.pod_restored_budget_s.is_none() {
+            platform.pod_restored = snapshots::pod_restored(pod);
+        }
         platform.restore_event = snapshots::restore_event(client, pod)
             .await
             .map_err(|source| GateError::Api {
@@ -327,6 +361,7 @@ async fn decide(
         attempts,
         restarts,
         resume_to_running,
+        pod_restored_lag,
         cleanup: Vec::new(),
     })
 }

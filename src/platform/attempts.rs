@@ -1,23 +1,66 @@
 //! Restore attempts in flight: a watch over a namespace's pods recording, per workspace,
-//! the most pods alive (not terminating) at once after a resume, and when its first new pod
-//! was bound to a node. A count taken once, after the workspace is Running, misses an
-//! attempt that was already cleaned up; this sees every one.
+//! the most pods alive (not terminating) at once after a resume, when its first new pod
+//! was bound to a node, first seen Ready, and first seen with a `PodRestored` condition.
+//! A count taken once, after the workspace is Running, misses an attempt that was already
+//! cleaned up; this sees every one. GKE writes `PodRestored` after the pod is Ready (it
+//! streams the memory in lazily), so [`AttemptWatch::wait_pod_restored`] waits for it.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 
+use super::snapshots;
 use super::workspace::WORKSPACE_LABEL;
+use crate::verdict::ConditionEvidence;
 
 /// A running pod watch; stops when dropped.
 pub struct AttemptWatch {
     log: Arc<Mutex<PodLog>>,
+    /// Woken on every pod change the watch applies.
+    changed: Arc<tokio::sync::Notify>,
     task: tokio::task::JoinHandle<()>,
+}
+
+/// A moment the watch saw something, on both clocks.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Seen {
+    pub instant: Instant,
+    pub at: chrono::DateTime<chrono::Utc>,
+}
+
+impl Seen {
+    fn now() -> Self {
+        Self {
+            instant: Instant::now(),
+            at: chrono::Utc::now(),
+        }
+    }
+}
+
+/// What the watch saw of a workspace's `PodRestored` condition after the resume.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodRestoredSeen {
+    /// The first `PodRestored` condition seen on a live pod, and when.
+    pub condition: Option<(ConditionEvidence, Seen)>,
+    /// When a live pod of the workspace was first seen Ready.
+    pub ready: Option<Seen>,
+}
+
+impl PodRestoredSeen {
+    /// Ready -> `PodRestored`, when both were seen (zero if the condition came first).
+    pub fn lag(&self) -> Option<std::time::Duration> {
+        let (_, restored) = self.condition.as_ref()?;
+        Some(
+            restored
+                .instant
+                .saturating_duration_since(self.ready?.instant),
+        )
+    }
 }
 
 impl Drop for AttemptWatch {
@@ -30,16 +73,18 @@ impl AttemptWatch {
     /// Starts watching `namespace`'s pods; returns once the first list is in.
     pub async fn start(client: &kube::Client, namespace: &str) -> Result<Self, String> {
         let log = Arc::new(Mutex::new(PodLog::default()));
+        let changed = Arc::new(tokio::sync::Notify::new());
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
         let task = tokio::spawn(watch_pods(
             Api::namespaced(client.clone(), namespace),
             log.clone(),
+            changed.clone(),
             ready_tx,
         ));
         ready_rx
             .await
             .map_err(|_| "the pod watch ended before its first list".to_string())??;
-        Ok(Self { log, task })
+        Ok(Self { log, changed, task })
     }
 
     fn log(&self) -> std::sync::MutexGuard<'_, PodLog> {
@@ -60,6 +105,38 @@ impl AttemptWatch {
     pub fn scheduled(&self, workspace: &str) -> Option<Instant> {
         self.log().scheduled.get(workspace).copied()
     }
+
+    /// What was seen of `workspace`'s `PodRestored` condition so far.
+    pub fn pod_restored(&self, workspace: &str) -> PodRestoredSeen {
+        self.log().pod_restored(workspace)
+    }
+
+    /// Waits until a live pod of `workspace` carries a `PodRestored` condition, or until
+    /// `budget` has passed since the resume ([`Self::mark_resumed`]); returns what was seen
+    /// either way (no condition at the end is evidence of a cold start, not an error).
+    ///
+    /// The budget counts from the resume request, or from the moment the workspace's pod
+    /// was bound to a node if that came later: a resume that queued for a GPU is not
+    /// penalised for the queue. It is the caller's named budget; nothing here adds another.
+    pub async fn wait_pod_restored(&self, workspace: &str, budget: Duration) -> PodRestoredSeen {
+        loop {
+            let changed = self.changed.notified();
+            let (seen, deadline) = {
+                let log = self.log();
+                let from = log
+                    .resumed_at
+                    .into_iter()
+                    .chain(log.scheduled.get(workspace).copied())
+                    .max()
+                    .unwrap_or_else(Instant::now);
+                (log.pod_restored(workspace), from + budget)
+            };
+            if seen.condition.is_some() || Instant::now() >= deadline {
+                return seen;
+            }
+            let _ = tokio::time::timeout_at(deadline.into(), changed).await;
+        }
+    }
 }
 
 /// What the pod watch saw: per workspace, when its first post-resume pod was bound, and the
@@ -70,6 +147,10 @@ struct PodLog {
     alive: HashMap<String, BTreeSet<String>>,
     max_alive: HashMap<String, usize>,
     scheduled: HashMap<String, Instant>,
+    /// Per workspace: when a live pod was first seen Ready=True after the resume.
+    ready: HashMap<String, Seen>,
+    /// Per workspace: the first `PodRestored` condition seen on a live pod after the resume.
+    restored: HashMap<String, (ConditionEvidence, Seen)>,
 }
 
 impl PodLog {
@@ -103,6 +184,23 @@ impl PodLog {
                     .entry(ws.clone())
                     .or_insert_with(Instant::now);
             }
+            if pod.metadata.deletion_timestamp.is_none() {
+                if is_ready(pod) {
+                    self.ready.entry(ws.clone()).or_insert_with(Seen::now);
+                }
+                if let Some(c) = snapshots::pod_restored(pod) {
+                    self.restored
+                        .entry(ws.clone())
+                        .or_insert_with(|| (c, Seen::now()));
+                }
+            }
+        }
+    }
+
+    fn pod_restored(&self, workspace: &str) -> PodRestoredSeen {
+        PodRestoredSeen {
+            condition: self.restored.get(workspace).cloned(),
+            ready: self.ready.get(workspace).copied(),
         }
     }
 
@@ -125,9 +223,18 @@ impl PodLog {
     }
 }
 
+/// Whether the pod's Ready condition is True.
+fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
 async fn watch_pods(
     api: Api<Pod>,
     log: Arc<Mutex<PodLog>>,
+    changed: Arc<tokio::sync::Notify>,
     ready: tokio::sync::oneshot::Sender<Result<(), String>>,
 ) {
     let mut ready = Some(ready);
@@ -136,6 +243,12 @@ async fn watch_pods(
         .boxed();
     while let Some(ev) = stream.next().await {
         let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
+        if matches!(
+            ev,
+            Ok(watcher::Event::Apply(_) | watcher::Event::InitApply(_))
+        ) {
+            changed.notify_waiters();
+        }
         match ev {
             Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => log.apply(&p),
             Ok(watcher::Event::Delete(p)) => log.delete(&p),
@@ -191,6 +304,70 @@ mod tests {
         log.apply(&pod("v", "c", false));
         assert_eq!(log.max_alive.get("w"), Some(&2));
         assert_eq!(log.max_alive.get("v"), Some(&1));
+    }
+
+    fn with_condition(mut p: Pod, type_: &str, message: Option<&str>) -> Pod {
+        let c: k8s_openapi::api::core::v1::PodCondition = serde_json::from_value(
+            serde_json::json!({"type": type_, "status": "True", "message": message}),
+        )
+        .unwrap();
+        p.status
+            .get_or_insert_with(Default::default)
+            .conditions
+            .get_or_insert_with(Vec::new)
+            .push(c);
+        p
+    }
+
+    #[test]
+    fn the_first_ready_and_the_first_pod_restored_of_a_live_pod_are_recorded() {
+        let mut log = PodLog::default();
+        // Before the resume nothing counts.
+        log.apply(&with_condition(pod("w", "old", false), "Ready", None));
+        log.resumed_at = Some(Instant::now());
+        assert_eq!(
+            log.pod_restored("w"),
+            PodRestoredSeen {
+                condition: None,
+                ready: None
+            }
+        );
+        let ready = with_condition(pod("w", "a", false), "Ready", None);
+        log.apply(&ready);
+        let first_ready = log.pod_restored("w").ready.expect("Ready seen");
+        assert!(log.pod_restored("w").condition.is_none());
+        // A terminating pod's condition is not the restore's.
+        let gone = with_condition(pod("w", "b", true), "PodRestored", Some("from x"));
+        log.apply(&gone);
+        assert!(log.pod_restored("w").condition.is_none());
+        let restored = with_condition(ready, "PodRestored", Some("Restored from snapshot s"));
+        log.apply(&restored);
+        log.apply(&with_condition(restored, "PodRestored", Some("later")));
+        let seen = log.pod_restored("w");
+        assert_eq!(seen.ready, Some(first_ready), "the first Ready stays");
+        let (c, at) = seen.condition.expect("PodRestored seen");
+        assert_eq!(c.message.as_deref(), Some("Restored from snapshot s"));
+        assert!(at.instant >= first_ready.instant);
+    }
+
+    #[tokio::test]
+    async fn the_wait_ends_at_the_budget_counted_from_the_resume() {
+        let log = Arc::new(Mutex::new(resumed()));
+        let watch = AttemptWatch {
+            log,
+            changed: Arc::new(tokio::sync::Notify::new()),
+            task: tokio::spawn(async {}),
+        };
+        let t = Instant::now();
+        let seen = watch
+            .wait_pod_restored("w", Duration::from_millis(50))
+            .await;
+        assert!(seen.condition.is_none());
+        assert!(
+            t.elapsed() >= Duration::from_millis(40),
+            "{:?}",
+            t.elapsed()
+        );
     }
 
     #[test]

@@ -20,6 +20,8 @@ pub fn phase_label(name: &str) -> String {
         "pause_to_gpu_free" => "pause → GPU free",
         "resume_to_scheduled" => "resume → scheduled",
         "resume_to_running" => "resume → Running",
+        "ready_to_pod_restored" => "pod Ready → PodRestored",
+        "resume_to_pod_restored" => "resume → PodRestored",
         "resume_to_kernel" => "resume → kernel",
         "resume_to_next_cell" => "resume → next cell",
         "resume_to_recovered" => "resume → recovered",

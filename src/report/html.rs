@@ -183,11 +183,15 @@ fn scenario(out: &mut String, i: usize, s: &ScenarioReport) {
         }
         out.push_str("</ul>\n");
     }
-    if s.snapshot_uid.is_some() || s.snapshot_bytes.is_some() {
+    if s.snapshot_name.is_some() || s.snapshot_uid.is_some() || s.snapshot_bytes.is_some() {
         let _ = writeln!(
             out,
-            "<p>Snapshot: <code>{}</code>{}</p>",
-            html(s.snapshot_uid.as_deref().unwrap_or("unknown")),
+            "<p>Snapshot: <code>{}</code>{}{}</p>",
+            html(s.snapshot_name.as_deref().unwrap_or("unknown")),
+            s.snapshot_uid
+                .as_deref()
+                .map(|u| format!(" (uid <code>{}</code>)", html(u)))
+                .unwrap_or_default(),
             s.snapshot_bytes
                 .map(|b| format!(", {}", bytes(b)))
                 .unwrap_or_default()

@@ -151,6 +151,9 @@ fn scenario_properties(s: &ScenarioReport) -> Vec<(String, String)> {
             p.push((format!("verdict.contradiction.{i}"), c.to_string()));
         }
     }
+    if let Some(name) = &s.snapshot_name {
+        p.push(("snapshot.name".to_string(), name.clone()));
+    }
     if let Some(uid) = &s.snapshot_uid {
         p.push(("snapshot.uid".to_string(), uid.clone()));
     }

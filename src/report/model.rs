@@ -194,7 +194,11 @@ pub struct ScenarioReport {
     pub evidence_before: Option<Evidence>,
     #[serde(default)]
     pub evidence_after: Option<Evidence>,
-    /// The PodSnapshot the resume restored from (or was expected to).
+    /// The name of the PodSnapshot the resume restored from (or was expected to): what
+    /// GKE's `PodRestored` message names.
+    #[serde(default)]
+    pub snapshot_name: Option<String>,
+    /// The same PodSnapshot's `metadata.uid` (its bucket objects' prefix).
     #[serde(default)]
     pub snapshot_uid: Option<String>,
     /// The snapshot's size in bytes, where the platform reports it.

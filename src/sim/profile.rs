@@ -71,6 +71,10 @@ pub struct Timing {
     pub checkpoint_mib_per_s: f64,
     pub checkpoint_min_ms: u64,
     pub restore_ms: u64,
+    /// How long after a restored pod turns Ready its `PodRestored` condition is written:
+    /// GKE streams memory in lazily and writes the condition after Ready (a field report
+    /// saw ~17 s).
+    pub pod_restored_after_ready_ms: u64,
     pub addon_settle_ms: u64,
     pub activity_scale: f64,
 }
@@ -83,6 +87,7 @@ impl Default for Timing {
             checkpoint_mib_per_s: 2048.0,
             checkpoint_min_ms: 200,
             restore_ms: 300,
+            pod_restored_after_ready_ms: 2000,
             addon_settle_ms: 100,
             activity_scale: 0.01,
         }

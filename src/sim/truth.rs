@@ -62,6 +62,8 @@ pub enum Imposed {
     Termination,
     /// The snapshot add-on's drain before it triggers a checkpoint (`addon_settle_ms`).
     AddonSettle,
+    /// A restored pod's Ready -> its `PodRestored` condition (`pod_restored_after_ready_ms`).
+    PodRestoredLag,
 }
 
 /// How many delays of one kind the simulator served, and their sum.

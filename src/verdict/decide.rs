@@ -517,8 +517,10 @@ fn describe_recovery(b: &KernelEvidence, after: &Evidence, lines: &mut Vec<Strin
     ));
 }
 
-fn restored_uid(platform: &PlatformEvidence) -> Option<String> {
-    let expected = platform.expected_snapshot_uid.as_deref()?;
+/// The expected snapshot's name, when the `PodRestored` message names it (GKE's check:
+/// `strings.Contains(cond.Message, snapshotName)`).
+fn restored_snapshot(platform: &PlatformEvidence) -> Option<String> {
+    let expected = platform.expected_snapshot.as_deref()?;
     let message = platform.pod_restored.as_ref()?.message.as_deref()?;
     message.contains(expected).then(|| expected.to_owned())
 }
@@ -545,10 +547,10 @@ fn judge_platform(
         _ => {}
     }
     if claims
-        && let Some(expected) = &platform.expected_snapshot_uid
-        && restored_uid(platform).is_none()
+        && let Some(expected) = &platform.expected_snapshot
+        && restored_snapshot(platform).is_none()
     {
-        contradictions.push(Contradiction::SnapshotUidMismatch {
+        contradictions.push(Contradiction::SnapshotNameMismatch {
             expected: expected.clone(),
             found: platform
                 .pod_restored

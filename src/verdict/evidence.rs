@@ -180,8 +180,13 @@ pub struct PlatformEvidence {
     pub observed: bool,
     /// The pod's `PodRestored` condition, if it has one.
     pub pod_restored: Option<ConditionEvidence>,
-    /// The snapshot the resume should have restored from.
-    pub expected_snapshot_uid: Option<String>,
+    /// The name of the snapshot the resume should have restored from (GKE's `PodRestored`
+    /// message carries the PodSnapshot's name, a UUID GKE makes, not its `metadata.uid`).
+    pub expected_snapshot: Option<String>,
+    /// When the harness waited for `PodRestored` (GKE writes it after the pod is Ready):
+    /// the `pod_restored` budget, in whole seconds from the resume. `None`: read once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_restored_budget_s: Option<u64>,
     /// The `GKEPodSnapshotting` restore event, if one was seen.
     pub restore_event: Option<EventEvidence>,
     /// Files as seen on the volume from outside the pod, if the platform can see them.
@@ -213,7 +218,13 @@ impl PlatformEvidence {
                     .map(|m| format!(": {m}"))
                     .unwrap_or_default()
             ),
-            None => "PodRestored: no such condition on the pod".to_owned(),
+            None => match self.pod_restored_budget_s {
+                Some(n) => format!(
+                    "PodRestored: not written within the `pod_restored` budget ({n} s from the \
+                     resume): evidence of a cold start"
+                ),
+                None => "PodRestored: no such condition on the pod".to_owned(),
+            },
         };
         let event = match &self.restore_event {
             Some(e) => format!("event {}: {}", e.reason, e.message),
@@ -243,7 +254,7 @@ pub struct ConditionEvidence {
     pub status: String,
     /// The condition's reason.
     pub reason: Option<String>,
-    /// The condition's message (GKE puts the snapshot uid here).
+    /// The condition's message (GKE puts the PodSnapshot's name here).
     pub message: Option<String>,
 }
 

@@ -73,8 +73,9 @@ pub enum Contradiction {
     NonceDiffers,
     /// The nonce survived, but the platform observed no restore: was the workspace paused?
     NonceButNoPlatformRestore,
-    /// The restore came from another snapshot than the one expected.
-    SnapshotUidMismatch {
+    /// The restore came from another snapshot than the one expected: the expected
+    /// PodSnapshot's name is not in the `PodRestored` message.
+    SnapshotNameMismatch {
         expected: String,
         found: Option<String>,
     },
@@ -101,7 +102,7 @@ impl Contradiction {
             | Contradiction::ModelChanged { .. } => true,
             Contradiction::PidEqualButNonceGone { same_start_time } => *same_start_time,
             Contradiction::PlatformClaimsRestoreButNonceGone
-            | Contradiction::SnapshotUidMismatch { .. }
+            | Contradiction::SnapshotNameMismatch { .. }
             | Contradiction::NonceButPidChanged { .. }
             | Contradiction::TickerStopped
             | Contradiction::GpuMemoryChanged { .. }
@@ -150,12 +151,11 @@ impl fmt::Display for Contradiction {
                 "the nonce survived, but the platform reports no restore: was the workspace \
                  ever paused?"
             ),
-            Contradiction::SnapshotUidMismatch { expected, found } => write!(
+            Contradiction::SnapshotNameMismatch { expected, found } => write!(
                 f,
-                "restored from snapshot {} instead of the expected {expected}",
-                found
-                    .as_deref()
-                    .unwrap_or("(uid not in the PodRestored message)")
+                "snapshot name not in the PodRestored message: expected PodSnapshot {expected}, \
+                 the message says {}",
+                found.as_deref().unwrap_or("nothing")
             ),
             Contradiction::NonceButPidChanged { before, after } => write!(
                 f,

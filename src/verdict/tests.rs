@@ -128,27 +128,27 @@ fn fresh_after() -> Evidence {
     e
 }
 
-fn gke_restored(uid: &str) -> PlatformEvidence {
+fn gke_restored(name: &str) -> PlatformEvidence {
     PlatformEvidence {
         observed: true,
         pod_restored: Some(ConditionEvidence {
             status: "True".to_owned(),
             reason: Some("RestoreSucceeded".to_owned()),
-            message: Some(format!("Pod restored from snapshot {uid}")),
+            message: Some(format!("Restored from snapshot {name}")),
         }),
-        expected_snapshot_uid: Some("snap-1".to_owned()),
+        expected_snapshot: Some("snap-1".to_owned()),
         restore_event: Some(EventEvidence {
             reason: "GKEPodSnapshotting".to_owned(),
-            message: format!("Successfully restored from {uid}"),
+            message: format!("Successfully restored from {name}"),
         }),
-        files: None,
+        ..PlatformEvidence::default()
     }
 }
 
 fn gke_cold() -> PlatformEvidence {
     PlatformEvidence {
         observed: true,
-        expected_snapshot_uid: Some("snap-1".to_owned()),
+        expected_snapshot: Some("snap-1".to_owned()),
         ..PlatformEvidence::default()
     }
 }
@@ -647,7 +647,7 @@ fn check_rules(
     assert_eq!(
         has(v, |c| matches!(
             c,
-            Contradiction::SnapshotUidMismatch { .. }
+            Contradiction::SnapshotNameMismatch { .. }
         )),
         p == Platform::RestoredOtherSnapshot
             && matches!(
@@ -670,4 +670,36 @@ fn check_rules(
     if m == MarkerAfter::NoKernel {
         assert_eq!(v.kind, VerdictKind::Inconclusive, "{case}");
     }
+}
+
+#[test]
+fn a_pod_restored_condition_missing_after_the_wait_is_said_to_be_a_cold_start() {
+    let mut p = gke_cold();
+    assert_eq!(p.said()[0], "PodRestored: no such condition on the pod");
+    p.pod_restored_budget_s = Some(60);
+    assert_eq!(
+        p.said()[0],
+        "PodRestored: not written within the `pod_restored` budget (60 s from the resume): \
+         evidence of a cold start"
+    );
+    p.pod_restored = gke_restored("snap-1").pod_restored;
+    assert_eq!(
+        p.said()[0],
+        "PodRestored: True (RestoreSucceeded): Restored from snapshot snap-1"
+    );
+}
+
+#[test]
+fn a_restore_from_another_snapshot_names_the_missing_snapshot_name() {
+    let p = gke_restored("snap-2");
+    let found = p.pod_restored.as_ref().and_then(|c| c.message.clone());
+    let c = Contradiction::SnapshotNameMismatch {
+        expected: "snap-1".into(),
+        found,
+    };
+    assert_eq!(
+        c.to_string(),
+        "snapshot name not in the PodRestored message: expected PodSnapshot snap-1, the \
+         message says Restored from snapshot snap-2"
+    );
 }

@@ -1,8 +1,9 @@
 //! `wsgate gate prepare` and `wsgate gate verify` as two separate processes against one
 //! simulator (with the real Jupyter runtime), the state file the only hand-off: a snapshot
 //! that survives gives Restored; one the "upgrade" removed gives the fresh-session warning
-//! (exit 10 with --require-restore), and so does a resume onto another GPU model; a bad
-//! state file or the embedded target is refused.
+//! (exit 10 with --require-restore), and so does a resume onto another GPU model (whose
+//! missing PodRestored verify waits out within its budget); a bad state file or the
+//! embedded target is refused.
 
 use std::path::Path;
 
@@ -22,6 +23,9 @@ async fn start() -> SimHandle {
     let mut opts = SimOptions::with_platform();
     if let Some(p) = opts.platform.as_mut() {
         p.project_root = env!("CARGO_MANIFEST_DIR").into();
+        // PodRestored well after Ready, later than verify reaches the kernel: the verdict
+        // is Restored only if verify waits for the condition instead of reading it once.
+        p.profile.timing.pod_restored_after_ready_ms = 3000;
     }
     SimHandle::start(opts).await.expect("simulator starts")
 }
@@ -167,6 +171,18 @@ async fn prepare_and_verify_in_separate_processes() {
     assert_eq!(result["verdict"], "restored");
     assert_eq!(result["restore"]["kind"], "Restored");
     assert_eq!(result["attempts"], 1);
+    // The platform's PodRestored, waited for, names the PodSnapshot by its name.
+    let snap = state.snapshot.clone().unwrap();
+    assert_ne!(snap.name, snap.uid);
+    let said = result["restore"]["decided_by"].to_string();
+    assert!(
+        said.contains(&format!(
+            "PodRestored: True (Restored): Restored from snapshot {}",
+            snap.name
+        )),
+        "{said}"
+    );
+    assert!(!result["pod_restored_lag"].is_null(), "{result}");
     assert!(
         workspaces
             .get_opt(&state.workspace)
@@ -224,13 +240,27 @@ async fn prepare_and_verify_in_separate_processes() {
         )
         .await
         .unwrap();
-    let o = gate(&kubeconfig, dir.path(), "verify", &[]).await;
+    // No PodRestored comes for a cold start: the wait for it ends at its budget.
+    let o = gate(
+        &kubeconfig,
+        dir.path(),
+        "verify",
+        &["--set", "budgets.pod_restored=5"],
+    )
+    .await;
     let out = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
     assert!(out.contains("PASS WITH WARNING"), "{out}");
     assert!(
         out.contains("is still Ready"),
         "the snapshot itself was there: {out}"
+    );
+    assert!(
+        out.contains(
+            "PodRestored: not written within the `pod_restored` budget (5 s from the resume): \
+             evidence of a cold start"
+        ),
+        "{out}"
     );
 
     // 4. Verify again from the same (now spent) state: the workspace is gone, say so.

@@ -103,7 +103,9 @@ async fn seed(client: &kube::Client) {
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), NS);
     let pod = serde_json::from_value(json!({
         "metadata": {"name": "ws-a-0", "labels": {"notebooks.kubeflow.org/workspace-name": "ws-a"}},
-        "spec": {"containers": [{"name": "main", "image": "jupyter:1"}]}
+        // A GPU limit sent as a JSON number: the server serves it as the string "1".
+        "spec": {"containers": [{"name": "main", "image": "jupyter:1",
+                                 "resources": {"limits": {"nvidia.com/gpu": 1}}}]}
     }))
     .expect("a Pod");
     pods.create(&PostParams::default(), &pod)
@@ -200,6 +202,11 @@ async fn python_client_lists_and_watches_workspaces_and_lists_pods() {
     );
     assert_eq!(report["workspaces"], json!(["ws-a"]));
     assert_eq!(report["pods"], json!(["ws-a-0"]));
+    assert_eq!(
+        report["pod_limits"],
+        json!({"ws-a-0": {"nvidia.com/gpu": ["str", "1"]}}),
+        "quantities are strings: {report}"
+    );
     assert!(
         report["events"].as_u64().is_some_and(|n| n >= 1),
         "{report}"

@@ -274,6 +274,7 @@ fn junit_has_the_structure_ci_tools_expect() {
         Some(expected_ms.as_str())
     );
     assert_eq!(prop("verdict"), Some("Restored"));
+    assert_eq!(prop("snapshot.name"), Some(fixture::SNAPSHOT_NAME));
     assert_eq!(prop("snapshot.uid"), Some(fixture::SNAPSHOT_UID));
 
     // The failure says what went wrong and in which phase.

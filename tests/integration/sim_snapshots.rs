@@ -22,7 +22,7 @@ use wsgate::platform::crd::{
 };
 use wsgate::sim::SimHandle;
 use wsgate::sim::faults::Fault;
-use wsgate::sim::truth::{Transition, TruthEvent};
+use wsgate::sim::truth::{Imposed, Transition, TruthEvent};
 
 use crate::common::raw_client;
 
@@ -249,6 +249,26 @@ fn restored_message(pod: &Pod) -> Option<String> {
         .map(|c| c["message"].as_str().unwrap_or("").to_string())
 }
 
+/// Waits for the pod's `PodRestored=True`: GKE writes it some time after the pod is Ready.
+async fn wait_restored(a: &Apis, pod: &str) -> Pod {
+    wait_for(&a.pods, pod, "PodRestored=True", |p: Option<&Pod>| {
+        p.is_some_and(|p| restored_message(p).is_some())
+    })
+    .await
+}
+
+/// Sleeps past the profile's Ready -> `PodRestored` lag, so that a missing condition is
+/// really missing and not merely late.
+async fn past_the_restored_lag(sim: &SimHandle) {
+    let lag = sim
+        .platform()
+        .unwrap()
+        .profile
+        .timing
+        .pod_restored_after_ready_ms;
+    tokio::time::sleep(Duration::from_millis(lag + 500)).await;
+}
+
 async fn snapshot_events(a: &Apis) -> Vec<Event> {
     a.events
         .list(&ListParams::default())
@@ -405,8 +425,12 @@ async fn pause_checkpoints_into_a_pod_snapshot_and_resume_restores_from_it() {
     let new_pod = workspace_pod(&a, "nb").await;
     assert_ne!(new_pod.uid(), pod.uid());
     assert_eq!(ann(&new_pod, PS_NAME).as_deref(), Some(snap_name.as_str()));
+    let new_pod = wait_restored(&a, &new_pod.name_any()).await;
     let message = restored_message(&new_pod).expect("PodRestored=True");
-    assert!(message.contains(&snap_uid), "{message}");
+    // GKE's message names the PodSnapshot by its name (a UUID GKE makes), not its uid.
+    assert_ne!(snap_name, snap_uid);
+    assert!(message.contains(&snap_name), "{message}");
+    assert!(!message.contains(&snap_uid), "{message}");
     let events = snapshot_events(&a).await;
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!(events[0].type_.as_deref(), Some("Normal"));
@@ -585,6 +609,7 @@ async fn cold_resume(sim: &SimHandle, a: &Apis, name: &str, faults: &str) -> Pod
     assert!(!snap.is_empty(), "the checkpoint itself succeeds");
     set_paused(a, name, false).await;
     wait_for(&a.ws, name, "Running", in_state(WorkspaceState::Running)).await;
+    past_the_restored_lag(sim).await;
     let pod = workspace_pod(a, name).await;
     assert_eq!(ann(&pod, PS_NAME).as_deref(), Some(snap.as_str()));
     assert!(restored_message(&pod).is_none(), "no PodRestored condition");
@@ -621,7 +646,8 @@ async fn slow_restore_takes_ten_times_the_restore_time() {
     set_paused(&a, "slow", false).await;
     wait_for(&a.ws, "slow", "Running", in_state(WorkspaceState::Running)).await;
     let pod = workspace_pod(&a, "slow").await;
-    assert!(restored_message(&pod).is_some());
+    let pod = wait_restored(&a, &pod.name_any()).await;
+    assert!(restored_message(&pod).unwrap().contains(&snap));
     let restored = sim
         .truth()
         .events()
@@ -631,6 +657,104 @@ async fn slow_restore_takes_ten_times_the_restore_time() {
     assert_eq!(restored.detail.as_deref(), Some(snap.as_str()));
     let restore_ms = sim.platform().unwrap().profile.timing.restore_ms as f64;
     assert_eq!(restored.imposed_delay_ms, Some(10.0 * restore_ms));
+}
+
+#[tokio::test]
+async fn pod_restored_comes_the_profile_lag_after_the_pod_is_ready() {
+    let sim = crate::common::start_platform(|p| p.timing.pod_restored_after_ready_ms = 2000).await;
+    let a = apis(&sim).await;
+    let (_, snap) = run_and_pause(&a, &sim, "lag", "").await;
+    set_paused(&a, "lag", false).await;
+    wait_for(&a.ws, "lag", "Running", in_state(WorkspaceState::Running)).await;
+    let pod = workspace_pod(&a, "lag").await;
+    let pod = wait_restored(&a, &pod.name_any()).await;
+    assert!(restored_message(&pod).unwrap().contains(&snap));
+    let at = |type_: &str| {
+        let c = cond(&pod, type_).unwrap_or_else(|| panic!("{type_} condition"));
+        chrono::DateTime::parse_from_rfc3339(c["lastTransitionTime"].as_str().unwrap()).unwrap()
+    };
+    // Timestamps are whole seconds: a lag of 2 s is at least 2 s between them.
+    assert!(
+        at("PodRestored") >= at("Ready") + chrono::Duration::seconds(2),
+        "Ready {} PodRestored {}",
+        at("Ready"),
+        at("PodRestored")
+    );
+    let imposed = sim.truth().imposed();
+    let lag = imposed
+        .iter()
+        .find(|i| i.delay == Imposed::PodRestoredLag)
+        .unwrap_or_else(|| panic!("PodRestoredLag imposed: {imposed:?}"));
+    assert_eq!((lag.count, lag.total_ms), (1, 2000.0));
+}
+
+/// Every value of every `ResourceList` under `v` (any `limits`, `requests`, `hard`, `used`,
+/// `capacity` or `allocatable` map), with its path.
+fn quantities(v: &Value, path: &str, out: &mut Vec<(String, Value)>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                let p = format!("{path}/{k}");
+                let list = [
+                    "limits",
+                    "requests",
+                    "hard",
+                    "used",
+                    "capacity",
+                    "allocatable",
+                ];
+                if list.contains(&k.as_str())
+                    && let Some(q) = x.as_object()
+                {
+                    out.extend(q.iter().map(|(n, q)| (format!("{p}/{n}"), q.clone())));
+                } else {
+                    quantities(x, &p, out);
+                }
+            }
+        }
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                quantities(x, &format!("{path}/{i}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[tokio::test]
+async fn a_gpu_workspace_pod_and_the_nodes_serve_quantities_as_strings() {
+    let sim = crate::common::start_platform(|_| {}).await;
+    let a = apis(&sim).await;
+    create_workspace(&a, &sim, "qty", "").await;
+    wait_for(&a.ws, "qty", "Running", in_state(WorkspaceState::Running)).await;
+    // The WorkspaceKind's pod config says `nvidia.com/gpu: 1` as a number; a real API
+    // server stores and serves every quantity as a string (Python's client insists).
+    let mut found = Vec::new();
+    for path in [
+        format!("/api/v1/namespaces/{NS}/pods"),
+        "/api/v1/nodes".to_string(),
+        format!("/api/v1/namespaces/{NS}/persistentvolumeclaims"),
+    ] {
+        let r = raw_client(&sim)
+            .get(format!("{}{path}", sim.url()))
+            .bearer_auth(sim.token())
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{path}: {}", r.status());
+        quantities(&r.json::<Value>().await.unwrap(), &path, &mut found);
+    }
+    assert!(
+        found
+            .iter()
+            .any(|(p, q)| p.ends_with("limits/nvidia.com/gpu") && q == "1"),
+        "{found:?}"
+    );
+    let numbers: Vec<_> = found.iter().filter(|(_, q)| !q.is_string()).collect();
+    assert!(
+        numbers.is_empty(),
+        "quantities that are not strings: {numbers:?}"
+    );
 }
 
 #[tokio::test]
@@ -834,7 +958,9 @@ async fn a_restore_needs_the_same_distilled_spec_and_stop_completes_the_source_p
         .create(&PostParams::default(), &cpu_pod("other", "r", "img:2"))
         .await
         .unwrap();
-    let other = wait_for(&a.pods, "other", "running", conditions::is_pod_running()).await;
+    wait_for(&a.pods, "other", "running", conditions::is_pod_running()).await;
+    past_the_restored_lag(&sim).await;
+    let other = a.pods.get("other").await.unwrap();
     assert!(restored_message(&other).is_none());
     // The same spec with other env and resources: restored.
     let mut same = cpu_pod("same", "r", "img:1");
@@ -844,9 +970,10 @@ async fn a_restore_needs_the_same_distilled_spec_and_stop_completes_the_source_p
     ]);
     c.resources = Some(serde_json::from_value(json!({"requests": {"cpu": "1"}})).unwrap());
     a.pods.create(&PostParams::default(), &same).await.unwrap();
-    let same = wait_for(&a.pods, "same", "running", conditions::is_pod_running()).await;
+    let same = wait_restored(&a, "same").await;
     let message = restored_message(&same).expect("restored");
-    assert!(message.contains(&snap.uid().unwrap()), "{message}");
+    assert!(message.contains(&snap.name_any()), "{message}");
+    assert!(!message.contains(&snap.uid().unwrap()), "{message}");
 }
 
 #[tokio::test]

@@ -157,7 +157,7 @@ async fn still_ready(w: &mut WsWorld) -> StepResult {
     let snaps = snapshots::of_workspace(&w.ctx.client, &new.namespace, &new.name)
         .await
         .map_err(|e| format!("cannot list PodSnapshots: {e}"))?;
-    let Some(expected) = w.snapshot_uid.clone() else {
+    let Some(expected) = w.snapshot_name.clone() else {
         // Nothing was Ready when the resume was asked for: the snapshot was never there to
         // be consumed, and the cause is the checkpoint, not the wait.
         let found = snapshots::summarize(&snaps);
@@ -168,7 +168,7 @@ async fn still_ready(w: &mut WsWorld) -> StepResult {
     };
     match snaps
         .iter()
-        .find(|s| s.metadata.uid.as_deref() == Some(expected.as_str()))
+        .find(|s| s.metadata.name.as_deref() == Some(expected.as_str()))
     {
         Some(s) if snapshots::is_ready(s) => Ok(()),
         Some(s) => Err(format!(

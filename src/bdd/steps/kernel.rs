@@ -86,30 +86,61 @@ async fn decide(w: &mut WsWorld) -> StepResult {
         w.mark(Mark::RecoveryDone, None);
     }
     let new = w.ws()?.clone();
+    let mut platform = PlatformEvidence {
+        observed: true,
+        expected_snapshot: w.snapshot_name.clone(),
+        ..Default::default()
+    };
+    let waited = wait_pod_restored(w, &new.name, &mut platform).await?;
     let pods = ws::pods(&w.ctx.client, &new.namespace, &new.name)
         .await
         .map_err(|e| e.to_string())?;
     let pod = pods
         .into_iter()
         .find(|p| p.metadata.deletion_timestamp.is_none());
-    let mut platform = PlatformEvidence {
-        observed: true,
-        expected_snapshot_uid: w.snapshot_uid.clone(),
-        ..Default::default()
-    };
     if let Some(pod) = &pod {
-        platform.pod_restored = snapshots::pod_restored(pod);
+        if !waited {
+            platform.pod_restored = snapshots::pod_restored(pod);
+            if platform.pod_restored.is_some() {
+                w.mark(Mark::PodRestored, None);
+            }
+        }
         platform.restore_event = snapshots::restore_event(&w.ctx.client, pod)
             .await
             .map_err(|e| e.to_string())?;
-        if platform.pod_restored.is_some() {
-            w.mark(Mark::PodRestored, None);
-        }
     }
     let v = verdict::decide(&before, &after, &platform);
     w.after = Some(after);
     w.verdict = Some(v);
     Ok(())
+}
+
+/// Waits, within the `pod_restored` budget from the resume, for the pod's `PodRestored`
+/// condition (GKE writes it after the pod is Ready) and marks when the pod was first Ready
+/// and when the condition came. Only when a Ready snapshot existed before the resume and
+/// the resume's pod watch runs; `false` when it did not wait (the caller reads once).
+async fn wait_pod_restored(
+    w: &mut WsWorld,
+    workspace: &str,
+    platform: &mut PlatformEvidence,
+) -> Result<bool, String> {
+    if w.snapshot_name.is_none() {
+        return Ok(false);
+    }
+    let budget = w.budget("pod_restored")?;
+    let Some(watch) = &w.attempts else {
+        return Ok(false);
+    };
+    let seen = watch.wait_pod_restored(workspace, budget).await;
+    platform.pod_restored_budget_s = Some(budget.as_secs_f64().ceil() as u64);
+    if let Some(ready) = seen.ready {
+        w.mark_at(Mark::PodReady, ready.at, None);
+    }
+    if let Some((condition, at)) = seen.condition {
+        w.mark_at(Mark::PodRestored, at.at, condition.message.clone());
+        platform.pod_restored = Some(condition);
+    }
+    Ok(true)
 }
 
 #[then(expr = "the verdict is {string}")]

@@ -147,11 +147,12 @@ async fn resume(w: &mut WsWorld) -> StepResult {
     let snaps = snapshots::of_workspace(&w.ctx.client, &new.namespace, &new.name)
         .await
         .map_err(|e| format!("cannot list the workspace's PodSnapshots: {e}"))?;
-    w.snapshot_uid = snaps
+    let expected = snaps
         .iter()
         .filter(|s| snapshots::is_ready(s))
-        .max_by_key(|s| s.metadata.creation_timestamp.clone())
-        .and_then(|s| s.metadata.uid.clone());
+        .max_by_key(|s| s.metadata.creation_timestamp.clone());
+    w.snapshot_name = expected.and_then(|s| s.metadata.name.clone());
+    w.snapshot_uid = expected.and_then(|s| s.metadata.uid.clone());
     // Every pod of the workspace from here on is a restore attempt: watch them all, so that
     // one cleaned up before a later step looks still counts.
     let watch = crate::platform::attempts::AttemptWatch::start(&w.ctx.client, &new.namespace)
@@ -159,7 +160,7 @@ async fn resume(w: &mut WsWorld) -> StepResult {
         .map_err(|e| format!("cannot watch the workspace's pods: {e}"))?;
     watch.mark_resumed();
     w.attempts = Some(watch);
-    w.mark(Mark::ResumeRequested, w.snapshot_uid.clone());
+    w.mark(Mark::ResumeRequested, w.snapshot_name.clone());
     ws::set_paused(&w.ctx.client, &new.namespace, &new.name, false)
         .await
         .map_err(|e| e.to_string())

@@ -1,7 +1,9 @@
 //! The kubelet of every simulated node: starts the process behind a bound pod (after the
 //! profile's start delay), reports phase, IP, container status and the Ready condition
 //! (readiness gates included), and finishes graceful deletion, after which the pod's GPU
-//! is free again.
+//! is free again. A restored pod's `PodRestored` condition comes the profile's
+//! `pod_restored_after_ready_ms` after the pod turned Ready, as on GKE, which streams the
+//! memory in lazily and writes the condition last.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -23,6 +25,17 @@ use crate::sim::truth::{Imposed, Transition};
 pub struct Kubelet {
     /// When each pod (by uid) was first seen bound, or marked for deletion.
     seen: Mutex<HashMap<String, Instant>>,
+    /// Restored pods (by uid) whose `PodRestored` condition is still to be written.
+    pending_restored: Mutex<HashMap<String, PendingRestored>>,
+}
+
+/// A restore whose `PodRestored` condition the kubelet has yet to write.
+#[derive(Debug, Clone)]
+struct PendingRestored {
+    /// The PodSnapshot's name (GKE's message carries the name, not the uid).
+    snapshot_name: String,
+    /// When the kubelet wrote Ready=True on the pod; `None` while it is not Ready.
+    ready_at: Option<Instant>,
 }
 
 fn str_of<'a>(v: &'a Value, ptr: &str) -> Option<&'a str> {
@@ -59,6 +72,63 @@ impl Kubelet {
     fn forget(&self, uid: &str) {
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         seen.retain(|k, _| !k.ends_with(uid));
+        self.pending_restored
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(uid);
+    }
+
+    /// Notes that the pod (by uid) was just marked Ready, for a pending `PodRestored`.
+    fn stamp_ready(&self, uid: &str) {
+        let mut pending = self
+            .pending_restored
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = pending.get_mut(uid)
+            && p.ready_at.is_none()
+        {
+            p.ready_at = Some(Instant::now());
+        }
+    }
+
+    /// Writes the pod's `PodRestored` condition once the lag after Ready has passed; how
+    /// long to wait before asking again while it has not.
+    fn write_pod_restored(&self, ctx: &Ctx, key: &ObjKey, uid: &str) -> Option<Duration> {
+        let lag = Duration::from_millis(ctx.profile.timing.pod_restored_after_ready_ms);
+        let pending = self
+            .pending_restored
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(uid)
+            .cloned()?;
+        let elapsed = pending.ready_at?.elapsed();
+        if elapsed < lag {
+            return Some(lag - elapsed);
+        }
+        let message = format!("Restored from snapshot {}", pending.snapshot_name);
+        let now = now_rfc3339();
+        let written = ctx
+            .store
+            .modify(key.kind, key.ns(), &key.name, true, false, |cur| {
+                let mut c = cur.clone();
+                set_condition(
+                    &mut c,
+                    "PodRestored",
+                    "True",
+                    Some("Restored"),
+                    Some(&message),
+                    &now,
+                );
+                Ok(c)
+            });
+        self.pending_restored
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(uid);
+        if written.is_ok() {
+            ctx.truth.record_imposed(Imposed::PodRestoredLag, lag);
+        }
+        None
     }
 }
 
@@ -183,10 +253,6 @@ impl Reconciler for Kubelet {
                     "state": {"running": {"startedAt": now}},
                 }]);
                 set_condition(&mut c, "Initialized", "True", None, None, &now);
-                if let Some(plan) = &restored {
-                    let message = format!("Restored from snapshot {}", plan.snapshot_uid);
-                    set_condition(&mut c, "PodRestored", "True", Some("Restored"), Some(&message), &now);
-                }
                 set_condition(&mut c, "ContainersReady", "True", None, None, &now);
                 let ready = gates_pass(&c);
                 set_condition(&mut c, "Ready", if ready { "True" } else { "False" }, (!ready).then_some("ReadinessGatesNotReady"), None, &now);
@@ -202,6 +268,16 @@ impl Reconciler for Kubelet {
             );
             match &restored {
                 Some(plan) => {
+                    self.pending_restored
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(
+                            uid.clone(),
+                            PendingRestored {
+                                snapshot_name: plan.snapshot_name.clone(),
+                                ready_at: None,
+                            },
+                        );
                     if agent::fault_for_pod(ctx, &pod, Fault::KernelDies) {
                         let killed = ctx.pods.kill_kernels(&uid);
                         tracing::info!(killed, pod = %key.name, "fault kernel-dies: killed the kernels");
@@ -240,10 +316,13 @@ impl Reconciler for Kubelet {
             if let Some(p) = ctx.store.find(key.kind, key.ns(), &key.name)
                 && condition_true(&p, "Ready")
             {
+                self.stamp_ready(&uid);
                 ctx.truth
                     .record(Transition::PodReady, key.ns(), &key.name, Some(&node), None);
             }
-            return Next::Done;
+            return self
+                .write_pod_restored(ctx, key, &uid)
+                .map_or(Next::Done, Next::After);
         }
         if phase == "Running" {
             let want = gates_pass(&pod);
@@ -264,9 +343,13 @@ impl Reconciler for Kubelet {
                         Ok(c)
                     });
                 if want {
+                    self.stamp_ready(&uid);
                     ctx.truth
                         .record(Transition::PodReady, key.ns(), &key.name, Some(&node), None);
                 }
+            }
+            if let Some(wait) = self.write_pod_restored(ctx, key, &uid) {
+                return Next::After(wait);
             }
         }
         Next::Done

@@ -1,11 +1,13 @@
 //! The simulator's object store: JSON objects per kind with a cluster-wide monotonic
 //! resourceVersion, uid, generation, creationTimestamp, deletionTimestamp + finalizers,
-//! ownerReference cascade deletion, and the change history that watches replay.
+//! ownerReference cascade deletion, resource quantities stored as strings, and the change
+//! history that watches replay.
 //!
 //! Every write takes one lock, bumps the resourceVersion and publishes its events while
 //! still holding it, so watchers see changes in resourceVersion order with no gaps.
 
 pub mod meta;
+pub mod quantity;
 pub mod watch;
 
 use std::collections::{BTreeMap, HashMap};
@@ -372,6 +374,8 @@ impl Store {
             m.remove(f);
         }
         self.mutate(&inner, kind, None, &mut obj)?;
+        // After the mutating hooks: what admission sees and what is stored is canonical.
+        quantity::normalize(kind.kind, &mut obj);
         {
             let lister = |k: &KindInfo, ns: Option<&str>| {
                 Self::list_locked(
@@ -480,6 +484,7 @@ impl Store {
         if !status_write {
             self.mutate(&inner, kind, Some(&current), &mut next)?;
         }
+        quantity::normalize(kind.kind, &mut next);
         // Compare and store without empty metadata collections (see `commit`).
         meta::drop_empty_metadata(&mut next);
         next["apiVersion"] = json!(kind.api_version());

@@ -68,6 +68,14 @@ def main():
 
     pods = core.list_namespaced_pod(ns)
     out["pods"] = sorted(p.metadata.name for p in pods.items)
+    # Quantities arrive as strings (the model's type); a JSON number would come through
+    # as an int, which the client's own serialisation and comparisons do not expect.
+    out["pod_limits"] = {
+        p.metadata.name: {k: [type(v).__name__, v] for k, v in (c.resources.limits or {}).items()}
+        for p in pods.items
+        for c in p.spec.containers
+        if c.resources is not None
+    }
 
     # Typed lists fail as a whole if any object misses a field the models require.
     out["namespaces"] = sorted(n.metadata.name for n in core.list_namespace().items)

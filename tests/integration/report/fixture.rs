@@ -14,6 +14,8 @@ use wsgate::report::{
 use wsgate::timeline::{Mark, Timeline};
 use wsgate::verdict::{Evidence, Verdict};
 
+/// The PodSnapshot's name (a UUID GKE makes; what `PodRestored` names) and its uid.
+pub const SNAPSHOT_NAME: &str = "c2a7e915-0d3b-4f86-a1c4-7b9e5d20f8a3";
 pub const SNAPSHOT_UID: &str = "3f6c1a2e-8b4d-4c7a-9e21-5d0f7b9a1c44";
 pub const SNAPSHOT_BYTES: u64 = 8_912_896_000;
 
@@ -132,6 +134,7 @@ fn restored(start: DateTime<Utc>, slower_ms: u64) -> ScenarioReport {
             (Mark::WorkspacePaused, 202_000),
             (Mark::ResumeRequested, r),
             (Mark::PodScheduled, r + 1_900),
+            (Mark::PodReady, r + 9_200 + slower_ms),
             (Mark::PodRestored, r + 10_400 + slower_ms),
             (Mark::WorkspaceResumed, r + 11_600 + slower_ms),
             (Mark::KernelReconnected, r + 12_800 + slower_ms),
@@ -140,7 +143,7 @@ fn restored(start: DateTime<Utc>, slower_ms: u64) -> ScenarioReport {
         &[
             (
                 Mark::PodRestored,
-                "PodRestored=True: restored from snapshot 3f6c1a2e-8b4d-4c7a-9e21-5d0f7b9a1c44",
+                "Restored from snapshot c2a7e915-0d3b-4f86-a1c4-7b9e5d20f8a3",
             ),
             (
                 Mark::GpuReleased,
@@ -177,7 +180,7 @@ fn restored(start: DateTime<Utc>, slower_ms: u64) -> ScenarioReport {
         "decided_by": [
             "the nonce's digest is in kernel memory and equals the one stored before the pause",
             "PID 57 and its start time are unchanged; execution count 6 -> 7",
-            "PodRestored=True names snapshot 3f6c1a2e-8b4d-4c7a-9e21-5d0f7b9a1c44",
+            "PodRestored: True (Restored): Restored from snapshot c2a7e915-0d3b-4f86-a1c4-7b9e5d20f8a3",
             "3 files read back with the same sha256 (inputs, checkpoint, outputs)"
         ],
         "contradictions": []
@@ -194,6 +197,7 @@ fn restored(start: DateTime<Utc>, slower_ms: u64) -> ScenarioReport {
         true,
         57,
     ));
+    s.snapshot_name = Some(SNAPSHOT_NAME.into());
     s.snapshot_uid = Some(SNAPSHOT_UID.into());
     s.snapshot_bytes = Some(SNAPSHOT_BYTES);
     s.log = vec![
@@ -345,6 +349,7 @@ fn squeeze(start: DateTime<Utc>, fixed: bool) -> ScenarioReport {
         );
         s.duration = Some(Duration::from_millis(531_000));
     }
+    s.snapshot_name = Some("5e1d9c3b-7a2f-4e68-b0d4-2c8f6a1e9b57".into());
     s.snapshot_uid = Some("9b8a7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d".into());
     s.snapshot_bytes = Some(8_884_000_000);
     s.log = vec![

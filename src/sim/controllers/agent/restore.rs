@@ -30,7 +30,9 @@ use crate::sim::seed::DRIVER_ANNOTATION;
 /// A restore the kubelet carries out when it starts a pod.
 #[derive(Debug, Clone)]
 pub struct RestorePlan {
+    /// The PodSnapshot's name (a UUID GKE makes): what the `PodRestored` message carries.
     pub snapshot_name: String,
+    /// Its `metadata.uid`: only the key of the memory image store and the bucket layout.
     pub snapshot_uid: String,
     /// How long the restore takes (the profile's restore time, with faults applied).
     pub delay: Duration,
