@@ -48,7 +48,9 @@ pub enum CostError {
     #[error("active hours must be between 0 and {HOURS_PER_WEEK}, not {active_hours}")]
     ActiveHours { active_hours: f64 },
     /// A duration that cannot be read.
-    #[error("cannot read {text:?} as a duration (write 90s, 15m, 2h, 1h30m or plain seconds)")]
+    #[error(
+        "cannot read {text:?} as a duration (write 90s, 15m, 2h, 1h30m or plain seconds, up to 100 years)"
+    )]
     Duration { text: String },
 }
 
@@ -334,7 +336,12 @@ pub fn break_even(idle: &[Duration], o: &Overheads, thresholds: &[Duration]) -> 
     }
 }
 
-/// Reads `90s`, `15m`, `2h`, `1h30m`, `1.5h` or plain seconds (`45`).
+/// The longest duration `cost` reads: a hundred years, in seconds. Anything longer is a typo,
+/// and the accounting multiplies durations, so it is refused rather than overflowed.
+pub const MAX_DURATION_S: f64 = 100.0 * 365.0 * 86_400.0;
+
+/// Reads `90s`, `15m`, `2h`, `1h30m`, `1.5h` or plain seconds (`45`), up to
+/// [`MAX_DURATION_S`].
 pub fn parse_duration(text: &str) -> Result<Duration, CostError> {
     let err = || CostError::Duration {
         text: text.to_string(),
@@ -343,10 +350,13 @@ pub fn parse_duration(text: &str) -> Result<Duration, CostError> {
     if t.is_empty() {
         return Err(err());
     }
-    if let Ok(secs) = t.parse::<f64>() {
-        return (secs.is_finite() && secs >= 0.0)
+    let in_range = |secs: f64| {
+        (secs.is_finite() && (0.0..=MAX_DURATION_S).contains(&secs))
             .then(|| Duration::from_secs_f64(secs))
-            .ok_or_else(err);
+            .ok_or_else(err)
+    };
+    if let Ok(secs) = t.parse::<f64>() {
+        return in_range(secs);
     }
     let mut total = 0.0;
     let mut number = String::new();
@@ -374,7 +384,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, CostError> {
     if !number.is_empty() {
         return Err(err());
     }
-    Ok(Duration::from_secs_f64(total))
+    in_range(total)
 }
 
 #[cfg(test)]

@@ -64,8 +64,27 @@ mod millis {
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        let ms = f64::deserialize(d)?;
-        Ok(Duration::from_secs_f64(ms.max(0.0) / 1000.0))
+        super::millis_in_range(f64::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+/// The longest duration a report may hold: a year, in milliseconds. Reports are read back
+/// (`report`, `cost`, `--compare`), and what they hold is added and multiplied.
+pub const MAX_REPORT_MS: f64 = 365.0 * 86_400.0 * 1000.0;
+
+/// A report's milliseconds as a duration, or why they cannot be one: not a number, negative
+/// (a clock that went backwards must not count as time saved), or above [`MAX_REPORT_MS`].
+pub fn millis_in_range(ms: f64) -> Result<Duration, String> {
+    if !ms.is_finite() {
+        Err(format!("duration {ms} ms is not a number"))
+    } else if ms < 0.0 {
+        Err(format!("duration {ms} ms is negative"))
+    } else if ms > MAX_REPORT_MS {
+        Err(format!(
+            "duration {ms:.3e} ms is longer than a year ({MAX_REPORT_MS} ms); the report is damaged"
+        ))
+    } else {
+        Ok(Duration::from_secs_f64(ms / 1000.0))
     }
 }
 

@@ -50,8 +50,10 @@ pub struct CommonArgs {
 pub struct PrepareArgs {
     #[command(flatten)]
     pub common: CommonArgs,
-    /// Hours after which `wsgate janitor` may remove the prepared workspace if verify never runs
-    #[arg(long, value_name = "HOURS", default_value_t = 72)]
+    /// Hours after which `wsgate janitor` may remove the prepared workspace if verify never
+    /// runs (1 to 8760, a year)
+    #[arg(long, value_name = "HOURS", default_value_t = 72,
+          value_parser = clap::value_parser!(u32).range(1..=8760))]
     pub expires_in_hours: u32,
 }
 

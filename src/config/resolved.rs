@@ -108,8 +108,9 @@ impl Resolved {
                 .max()
                 .unwrap_or(0);
             for (line, note) in lines {
-                let pad = width - line.chars().count();
-                let _ = writeln!(out, "{line}{:pad$}  # {note}", "");
+                // Padding by repeat: a format width above u16::MAX (a 64 KiB value) panics.
+                let pad = " ".repeat(width - line.chars().count());
+                let _ = writeln!(out, "{line}{pad}  # {note}");
             }
         }
         out

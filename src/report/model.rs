@@ -401,10 +401,12 @@ mod opt_millis {
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-        let ms = Option::<f64>::deserialize(d)?;
-        Ok(ms
-            .filter(|ms| ms.is_finite())
-            .map(|ms| Duration::from_secs_f64(ms.max(0.0) / 1000.0)))
+        match Option::<f64>::deserialize(d)? {
+            None => Ok(None),
+            Some(ms) => crate::timeline::millis_in_range(ms)
+                .map(Some)
+                .map_err(serde::de::Error::custom),
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 
 mod api_trouble;
 mod bad_features;
+mod bad_input;
 mod cleanup;
 mod cli;
 mod common;

@@ -1,0 +1,173 @@
+//! Bad input as a hostile or careless user gives it: every case ends with a documented exit
+//! code and a message that says what to do, never a panic (101) or a hang. Each command
+//! runs under `timeout`, so a hang fails the test instead of stalling it.
+
+use std::net::TcpListener;
+use std::process::{Command, Output};
+
+use crate::common::text;
+
+/// `wsgate ARGS` with `env`, killed after `secs` (exit 124 then).
+fn wsgate_within(secs: u32, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new("timeout");
+    c.arg(secs.to_string())
+        .arg(env!("CARGO_BIN_EXE_wsgate"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("timeout and wsgate run")
+}
+
+fn assert_code(o: &Output, code: i32, says: &str) {
+    let out = text(o);
+    assert_eq!(o.status.code(), Some(code), "{out}");
+    assert!(out.contains(says), "expected {says:?} in:\n{out}");
+    assert!(!out.contains("panicked"), "{out}");
+}
+
+/// A server that takes TCP connections and never answers: each connection is held open.
+fn silent_server() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in l.incoming().flatten() {
+            held.push(c);
+        }
+    });
+    port
+}
+
+#[test]
+fn an_api_server_that_never_answers_is_named_within_the_response_timeout() {
+    let port = silent_server();
+    let dir = tempfile::tempdir().unwrap();
+    let kc = dir.path().join("kc.yaml");
+    std::fs::write(
+        &kc,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- cluster: {{server: \"https://127.0.0.1:{port}\"}}\n  name: c\ncontexts:\n- context: {{cluster: c, user: u}}\n  name: c\ncurrent-context: c\nusers:\n- name: u\n  user: {{token: t}}\n"
+        ),
+    )
+    .unwrap();
+    let kc = kc.display().to_string();
+    let o = wsgate_within(
+        30,
+        &["status", "--target", "cluster", "--kubeconfig", &kc],
+        &[("WSGATE_API__RESPONSE_TIMEOUT", "2")],
+    );
+    assert_code(&o, wsgate::exit_code::TARGET, "api.response_timeout");
+}
+
+#[test]
+fn a_jupyter_url_that_never_answers_ends_within_the_connect_budget() {
+    let port = silent_server();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("probe.json").display().to_string();
+    let url = format!("http://127.0.0.1:{port}/");
+    let o = wsgate_within(
+        30,
+        &[
+            "probe",
+            "mark",
+            "--url",
+            &url,
+            "--state",
+            &state,
+            "--connect-budget",
+            "2s",
+        ],
+        &[],
+    );
+    assert_code(&o, wsgate::exit_code::TARGET, "timed out");
+}
+
+#[test]
+fn numbers_and_dates_out_of_range_are_refused_with_the_range() {
+    let o = wsgate_within(
+        30,
+        &["drill", "--workspaces", "99999999999", "--gpus", "2"],
+        &[],
+    );
+    assert_code(
+        &o,
+        wsgate::exit_code::USAGE,
+        "the most one drill takes (5000)",
+    );
+    let o = wsgate_within(
+        30,
+        &["gate", "prepare", "--expires-in-hours", "4294967295"],
+        &[],
+    );
+    assert_code(&o, wsgate::exit_code::USAGE, "not in 1..=8760");
+    let o = wsgate_within(
+        30,
+        &[
+            "cost",
+            "fixtures/reports/nightly-a.json",
+            "--idle-periods",
+            "99999999999999999h",
+        ],
+        &[],
+    );
+    assert_code(&o, wsgate::exit_code::USAGE, "up to 100 years");
+}
+
+#[test]
+fn reports_with_durations_out_of_range_are_refused_by_every_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/reports/nightly-a.json"),
+    )
+    .unwrap();
+    let mut report: serde_json::Value = serde_json::from_str(&good).unwrap();
+    assert!(
+        report["scenarios"][0]["phases"][0]["duration"].is_number(),
+        "the fixture has a phase"
+    );
+    for (name, value, says) in [
+        ("huge", serde_json::json!(1e308), "longer than a year"),
+        ("negative", serde_json::json!(-5.0), "is negative"),
+    ] {
+        report["scenarios"][0]["phases"][0]["duration"] = value;
+        let path = dir.path().join(format!("{name}.json"));
+        std::fs::write(&path, report.to_string()).unwrap();
+        let path = path.display().to_string();
+        for args in [
+            vec!["report", path.as_str()],
+            vec!["cost", path.as_str()],
+            vec![
+                "report",
+                "--compare",
+                "fixtures/reports/nightly-a.json",
+                path.as_str(),
+            ],
+        ] {
+            let o = wsgate_within(30, &args, &[]);
+            let out = text(&o);
+            assert!(out.contains(says), "{args:?}: {out}");
+            assert!(
+                !matches!(o.status.code(), Some(0) | Some(101) | Some(124) | None),
+                "{args:?}: {out}"
+            );
+        }
+    }
+}
+
+#[test]
+fn values_of_64_kib_and_more_are_read_or_refused_not_panics() {
+    let long = "a".repeat(70_000);
+    let o = wsgate_within(30, &["run", "--dry-run", "--name", &long], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let tag = format!("@{long}");
+    let o = wsgate_within(30, &["run", "--dry-run", "--tags", &tag], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let set = format!("workspace.kind={long}");
+    let o = wsgate_within(30, &["run", "--dry-run", "--set", &set], &[]);
+    assert!(matches!(o.status.code(), Some(0) | Some(2)), "{}", text(&o));
+    assert!(!text(&o).contains("panicked"));
+}
