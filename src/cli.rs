@@ -137,7 +137,7 @@ pub struct RunArgs {
     #[command(flatten)]
     pub target: TargetArgs,
     /// Profile file layered over the embedded defaults (e.g. fixtures/profiles/nightly.toml)
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", env = "WSGATE_PROFILE")]
     pub profile: Option<PathBuf>,
     /// Cucumber tag expression, e.g. '@nightly and not @slow'
     #[arg(long, value_name = "EXPR")]
@@ -146,7 +146,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "REGEX")]
     pub name: Option<String>,
     /// Scenarios run at once
-    #[arg(long, value_name = "N")]
+    #[arg(allow_negative_numbers = true, long, value_name = "N")]
     pub concurrency: Option<u32>,
     /// Stop at the first failed scenario
     #[arg(long)]

@@ -18,8 +18,17 @@ fn main() -> ExitCode {
             return ExitCode::from(e.exit_code() as u8);
         }
     };
-    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let filter = match tracing_subscriber::EnvFilter::try_new(&cli.log) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!(
+                "error: --log (or WSGATE_LOG) {:?} is not a tracing filter: {e}; e.g. `warn`, \
+                 `info` or `wsgate=debug`",
+                cli.log
+            );
+            return ExitCode::from(exit_code::USAGE as u8);
+        }
+    };
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

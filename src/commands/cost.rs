@@ -18,10 +18,20 @@ pub struct CostArgs {
     #[arg(required = true, value_name = "REPORT.json")]
     pub reports: Vec<PathBuf>,
     /// Hours a week the notebook is in use (of 168)
-    #[arg(long, default_value_t = 40.0, value_name = "HOURS")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        default_value_t = 40.0,
+        value_name = "HOURS"
+    )]
     pub active_hours: f64,
     /// Pauses a week, each followed by a resume
-    #[arg(long, default_value_t = 5, value_name = "N")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        default_value_t = 5,
+        value_name = "N"
+    )]
     pub pauses_per_week: u32,
     /// Measured idle periods for the break-even, comma-separated (e.g. 30s,8m,1h30m,14h)
     #[arg(long, value_delimiter = ',', value_name = "DURATIONS", value_parser = parse_duration)]

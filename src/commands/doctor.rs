@@ -16,7 +16,7 @@ pub struct DoctorArgs {
     #[command(flatten)]
     pub target: TargetArgs,
     /// Profile file layered over the embedded defaults (the WorkspaceKind and options to check)
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", env = "WSGATE_PROFILE")]
     pub profile: Option<PathBuf>,
     /// Override one config key, e.g. --set workspace.kind=NAME (repeatable)
     #[arg(long = "set", value_name = "KEY=VALUE")]

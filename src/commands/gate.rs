@@ -36,7 +36,7 @@ pub struct CommonArgs {
     #[arg(long, value_name = "FILE")]
     pub state: PathBuf,
     /// Profile file layered over the embedded defaults (budgets, workspace options)
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", env = "WSGATE_PROFILE")]
     pub profile: Option<PathBuf>,
     /// Override one config key, e.g. --set budgets.resume_to_running=600 (repeatable)
     #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -52,7 +52,7 @@ pub struct PrepareArgs {
     pub common: CommonArgs,
     /// Hours after which `wsgate janitor` may remove the prepared workspace if verify never
     /// runs (1 to 8760, a year)
-    #[arg(long, value_name = "HOURS", default_value_t = 72,
+    #[arg(allow_negative_numbers = true, long, value_name = "HOURS", default_value_t = 72,
           value_parser = clap::value_parser!(u32).range(1..=8760))]
     pub expires_in_hours: u32,
 }

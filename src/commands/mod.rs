@@ -68,6 +68,8 @@ impl CommandError {
             | CommandError::Report(_)
             | CommandError::Cost(_) => exit_code::USAGE,
             CommandError::Target(_) | CommandError::Runtime(_) => exit_code::TARGET,
+            // A port in use is the caller's to change, not a bug in wsgate.
+            CommandError::Sim(SimError::Bind { .. }) => exit_code::USAGE,
             CommandError::Sim(_) | CommandError::Io { .. } => exit_code::INTERNAL,
             CommandError::Probe(e) => e.exit_code(),
             CommandError::Gate(e) => e.exit_code(),

@@ -29,6 +29,27 @@ pub(crate) fn check(
         });
     }
 
+    // A kubeconfig or context names a cluster: with the simulator as the target it would be
+    // ignored, and the user would believe a cluster was tested.
+    let cluster_key = if target.kubeconfig.is_some() {
+        Some("target.kubeconfig")
+    } else if target.context.is_some() {
+        Some("target.context")
+    } else {
+        None
+    };
+    if let (true, Some(key)) = (on_sim, cluster_key) {
+        return Err(ConfigError::Invalid {
+            key: key.into(),
+            origin: origin_of(key),
+            reason: format!(
+                "it names a cluster, but target.kind is \"sim\" (from {}): add --target cluster \
+                 to test that cluster, or drop it to use the embedded simulator",
+                origin_of("target.kind").short()
+            ),
+        });
+    }
+
     let api = &config.api;
     if api.retry_max_backoff < api.retry_backoff {
         return Err(ConfigError::Invalid {

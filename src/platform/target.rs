@@ -26,6 +26,14 @@ pub enum TargetError {
          wsgate never falls back to your current kube context on its own"
     )]
     NoContext,
+    #[error(
+        "the API server at {url} presented a certificate this kubeconfig does not trust (its \
+         certificate-authority-data is not the server's CA): refresh the kubeconfig; do not \
+         turn verification off to get past this"
+    )]
+    UntrustedCertificate { url: String },
+    #[error("the kubeconfig {path} cannot be used: {problem}")]
+    Context { path: String, problem: String },
     #[error("cannot load the cluster configuration (context {context:?})")]
     Config {
         context: Option<String>,
@@ -98,6 +106,12 @@ pub async fn cluster_config(target: &TargetConfig) -> Result<kube::Config, Targe
             path: path.clone(),
             source,
         })?;
+        if let Some(problem) = context_problem(&kc, target.context.as_deref()) {
+            return Err(TargetError::Context {
+                path: path.display().to_string(),
+                problem,
+            });
+        }
         kube::Config::from_custom_kubeconfig(kc, &options)
             .await
             .map_err(|source| TargetError::Config {
@@ -105,6 +119,14 @@ pub async fn cluster_config(target: &TargetConfig) -> Result<kube::Config, Targe
                 source,
             })?
     } else if target.context.is_some() || std::env::var_os("KUBECONFIG").is_some() {
+        if let Ok(kc) = Kubeconfig::read()
+            && let Some(problem) = context_problem(&kc, target.context.as_deref())
+        {
+            return Err(TargetError::Context {
+                path: "KUBECONFIG (or ~/.kube/config)".into(),
+                problem,
+            });
+        }
         kube::Config::from_kubeconfig(&options)
             .await
             .map_err(|source| TargetError::Config {
@@ -161,9 +183,15 @@ pub async fn connect(
     tokio::time::timeout(answer_within, client.apiserver_version())
         .await
         .map_err(|_| no_answer())?
-        .map_err(|source| TargetError::Unreachable {
-            url: url.clone(),
-            source,
+        .map_err(|source| {
+            if names_untrusted_certificate(&source) {
+                TargetError::UntrustedCertificate { url: url.clone() }
+            } else {
+                TargetError::Unreachable {
+                    url: url.clone(),
+                    source,
+                }
+            }
         })?;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let listed = tokio::time::timeout(
@@ -180,6 +208,39 @@ pub async fn connect(
         // 403 on listing namespaces is normal for a least-privilege identity.
         Err(kube::Error::Api(_)) => Ok(client),
         Err(source) => Err(TargetError::Unreachable { url, source }),
+    }
+}
+
+/// Whether a connection failed because the server's certificate is not trusted (rustls's
+/// words anywhere in the error's chain).
+fn names_untrusted_certificate(e: &kube::Error) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        let text = err.to_string();
+        if text.contains("invalid peer certificate") || text.contains("UnknownIssuer") {
+            return true;
+        }
+        cur = err.source();
+    }
+    false
+}
+
+/// What makes `kc` unusable with `--context wanted` (or its current context), in words that
+/// list the contexts it has; `None` when the context is there.
+pub fn context_problem(kc: &Kubeconfig, wanted: Option<&str>) -> Option<String> {
+    let names: Vec<&str> = kc.contexts.iter().map(|c| c.name.as_str()).collect();
+    let have = if names.is_empty() {
+        "it defines no context at all (is it empty?)".to_string()
+    } else {
+        format!("its contexts: {}", names.join(", "))
+    };
+    match wanted.or(kc.current_context.as_deref()) {
+        Some(name) if names.contains(&name) => None,
+        Some(name) => Some(format!("it has no context named {name:?}; {have}")),
+        None if names.is_empty() => Some(have),
+        None => Some(format!(
+            "it names no current context; pass --context NAME ({have})"
+        )),
     }
 }
 

@@ -46,6 +46,13 @@ pub enum SessionError {
         status: u16,
         body: String,
     },
+    /// The URL answers HTTP, but not as a Jupyter server.
+    #[error(
+        "{url} is not a Jupyter server: it has no `api/status` (a Jupyter server answers it with \
+         its start time and kernel count); check the URL, including the base path such as \
+         /workspace/connect/<ns>/<ws>/jupyterlab/"
+    )]
+    NotJupyter { url: String },
     /// An answer that does not parse.
     #[error("{what}: cannot decode the answer: {detail}")]
     Decode { what: String, detail: String },
@@ -110,6 +117,7 @@ impl SessionError {
             | SessionError::Unauthorized { .. }
             | SessionError::KernelNotFound { .. }
             | SessionError::UnexpectedStatus { .. }
+            | SessionError::NotJupyter { .. }
             | SessionError::Decode { .. }
             | SessionError::WebSocket { .. } => exit_code::TARGET,
             SessionError::CellRaised { ename, .. }

@@ -122,6 +122,20 @@ pub async fn run(cmd: &ProbeCommand) -> Result<i32, ProbeError> {
     }
 }
 
+/// Fails fast on a wrong URL or token, and says so plainly when the URL answers but is not
+/// a Jupyter server (a 404 or a page where `api/status` should be).
+async fn is_jupyter(client: &JupyterClient) -> Result<(), SessionError> {
+    match client.status().await {
+        Ok(_) => Ok(()),
+        Err(SessionError::UnexpectedStatus { status: 404, .. } | SessionError::Decode { .. }) => {
+            Err(SessionError::NotJupyter {
+                url: client.base_url().to_string(),
+            })
+        }
+        Err(e) => Err(e),
+    }
+}
+
 fn client_for(args: &ProbeArgs) -> Result<JupyterClient, SessionError> {
     if args.insecure_skip_tls_verify {
         eprintln!(
@@ -155,7 +169,7 @@ fn budgets(args: &ProbeArgs) -> Budgets {
 
 async fn run_mark(args: &ProbeArgs) -> Result<i32, ProbeError> {
     let client = client_for(args)?;
-    client.status().await?; // fails fast on a wrong URL or token
+    is_jupyter(&client).await?; // fails fast on a wrong URL or token
     let (kernel_id, started) = match &args.kernel_id {
         Some(id) => (client.kernel(id).await?.id, false),
         None => (client.start_kernel(None).await?.id, true),
@@ -226,7 +240,7 @@ async fn run_check(args: &ProbeArgs) -> Result<i32, ProbeError> {
             detail: "the sealed nonce is damaged".to_owned(),
         })?;
     let client = client_for(args)?;
-    client.status().await?; // fails fast on a wrong URL or token
+    is_jupyter(&client).await?; // fails fast on a wrong URL or token
     let kernel_id = args
         .kernel_id
         .clone()

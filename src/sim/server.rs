@@ -90,7 +90,9 @@ impl SimOptions {
 pub enum SimError {
     #[error(transparent)]
     Tls(#[from] tls::TlsError),
-    #[error("cannot bind the simulator to 127.0.0.1:{port}")]
+    #[error(
+        "cannot bind the simulator to 127.0.0.1:{port}: choose another --port, or 0 for a free one"
+    )]
     Bind {
         port: u16,
         #[source]

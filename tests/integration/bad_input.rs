@@ -171,3 +171,139 @@ fn values_of_64_kib_and_more_are_read_or_refused_not_panics() {
     assert!(matches!(o.status.code(), Some(0) | Some(2)), "{}", text(&o));
     assert!(!text(&o).contains("panicked"));
 }
+
+/// A server that answers every request with a 404 page, as a web server that is not
+/// Jupyter does.
+fn not_jupyter_server() -> u16 {
+    use std::io::{Read, Write};
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut c in l.incoming().flatten() {
+            let mut buf = [0u8; 4096];
+            let _ = c.read(&mut buf);
+            let body = "<html><body>Not Found</body></html>";
+            let _ = write!(
+                c,
+                "HTTP/1.1 404 Not Found\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+#[tokio::test]
+async fn unclear_cases_say_what_to_do() {
+    // A kubeconfig whose CA is another server's: the certificate is named, not "unreachable".
+    let a = crate::common::start_sim().await;
+    let b = crate::common::start_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kc = dir.path().join("kc.yaml");
+    a.write_kubeconfig(&kc).unwrap();
+    let b64 = |pem: &str| {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode(pem)
+    };
+    let text_kc = std::fs::read_to_string(&kc).unwrap();
+    assert!(
+        text_kc.contains(&b64(a.ca_pem())),
+        "the kubeconfig embeds the CA"
+    );
+    std::fs::write(&kc, text_kc.replace(&b64(a.ca_pem()), &b64(b.ca_pem()))).unwrap();
+    let kcs = kc.display().to_string();
+    let o = tokio::task::spawn_blocking({
+        let kcs = kcs.clone();
+        move || {
+            wsgate_within(
+                60,
+                &["status", "--target", "cluster", "--kubeconfig", &kcs],
+                &[],
+            )
+        }
+    })
+    .await
+    .unwrap();
+    assert_code(&o, wsgate::exit_code::TARGET, "does not trust");
+
+    // An empty kubeconfig, and a context it does not have: list what it has.
+    let empty = dir.path().join("empty.yaml");
+    std::fs::write(&empty, "").unwrap();
+    let empty = empty.display().to_string();
+    let o = wsgate_within(
+        30,
+        &["status", "--target", "cluster", "--kubeconfig", &empty],
+        &[],
+    );
+    assert_code(&o, wsgate::exit_code::TARGET, "defines no context");
+    a.write_kubeconfig(&kc).unwrap();
+    let o = wsgate_within(
+        30,
+        &[
+            "status",
+            "--target",
+            "cluster",
+            "--kubeconfig",
+            &kcs,
+            "--context",
+            "nope",
+        ],
+        &[],
+    );
+    assert_code(
+        &o,
+        wsgate::exit_code::TARGET,
+        "no context named \"nope\"; its contexts:",
+    );
+
+    // A kubeconfig without --target cluster would silently test the simulator instead.
+    let o = wsgate_within(
+        30,
+        &[
+            "drill",
+            "--kubeconfig",
+            &kcs,
+            "--workspaces",
+            "2",
+            "--gpus",
+            "1",
+        ],
+        &[],
+    );
+    assert_code(&o, wsgate::exit_code::USAGE, "add --target cluster");
+
+    // A URL that answers HTTP but is not Jupyter.
+    let url = format!("http://127.0.0.1:{}/", not_jupyter_server());
+    let state = dir.path().join("p.json").display().to_string();
+    let o = wsgate_within(
+        30,
+        &["probe", "mark", "--url", &url, "--state", &state],
+        &[],
+    );
+    assert_code(&o, wsgate::exit_code::TARGET, "is not a Jupyter server");
+
+    // A simulator port in use is the caller's to change (2), not a bug in wsgate (70).
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let simkc = dir.path().join("sim.yaml").display().to_string();
+    let o = wsgate_within(30, &["sim", "--port", &port, "--kubeconfig", &simkc], &[]);
+    assert_code(&o, wsgate::exit_code::USAGE, "choose another --port");
+
+    // Negative numbers are values out of range, not unknown flags.
+    let o = wsgate_within(30, &["drill", "--gpus", "-1"], &[]);
+    assert_code(&o, wsgate::exit_code::USAGE, "-1 is not in");
+
+    // A bad --log filter and a WSGATE_PROFILE pointing nowhere are not ignored.
+    let o = wsgate_within(30, &["run", "--dry-run", "--log", "wsgate=["], &[]);
+    assert_code(&o, wsgate::exit_code::USAGE, "is not a tracing filter");
+    let o = wsgate_within(
+        30,
+        &["run", "--dry-run"],
+        &[("WSGATE_PROFILE", "/nowhere.toml")],
+    );
+    assert_code(
+        &o,
+        wsgate::exit_code::USAGE,
+        "profile `/nowhere.toml` not found",
+    );
+}
