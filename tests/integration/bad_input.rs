@@ -307,3 +307,155 @@ async fn unclear_cases_say_what_to_do() {
         "profile `/nowhere.toml` not found",
     );
 }
+
+mod fuzz {
+    use proptest::prelude::*;
+
+    use super::{text, wsgate_within};
+
+    /// Each subcommand with arguments that keep it from doing real work: a dry run, a
+    /// cluster that is not there, files that do not exist. The fuzzed tokens come after.
+    const BASES: &[&[&str]] = &[
+        &["run", "--dry-run"],
+        &["cost"],
+        &["report"],
+        &["report", "--compare"],
+        &[
+            "status",
+            "--target",
+            "cluster",
+            "--kubeconfig",
+            "/nonexistent/kc",
+        ],
+        &[
+            "janitor",
+            "--target",
+            "cluster",
+            "--kubeconfig",
+            "/nonexistent/kc",
+        ],
+        &[
+            "doctor",
+            "--target",
+            "cluster",
+            "--kubeconfig",
+            "/nonexistent/kc",
+        ],
+        &[
+            "drill",
+            "--target",
+            "cluster",
+            "--kubeconfig",
+            "/nonexistent/kc",
+        ],
+        &[
+            "gate",
+            "prepare",
+            "--target",
+            "cluster",
+            "--kubeconfig",
+            "/nonexistent/kc",
+        ],
+        &[
+            "gate",
+            "verify",
+            "--target",
+            "cluster",
+            "--kubeconfig",
+            "/nonexistent/kc",
+        ],
+        &[
+            "probe",
+            "mark",
+            "--url",
+            "http://127.0.0.1:9/",
+            "--connect-budget",
+            "1s",
+        ],
+        &[
+            "probe",
+            "check",
+            "--url",
+            "http://127.0.0.1:9/",
+            "--connect-budget",
+            "1s",
+        ],
+        &["--help"],
+    ];
+
+    const TOKENS: &[&str] = &[
+        "--set",
+        "--tags",
+        "--name",
+        "--profile",
+        "--workspaces",
+        "--gpus",
+        "--sample",
+        "--state",
+        "--idle-periods",
+        "--active-hours",
+        "--expires-in-hours",
+        "--run-id",
+        "--namespace",
+        "--concurrency",
+        "--json",
+        "--keep",
+        "--log",
+        "--reports",
+        "budgets.delete=0",
+        "budgets.delete=-1",
+        "api.retry_attempts=99",
+        "x=y",
+        "=",
+        "",
+        " ",
+        "-1",
+        "0",
+        "99999999999999999999",
+        "1e308",
+        "NaN",
+        "@nightly and",
+        "not",
+        "fixtures/reports/nightly-a.json",
+        "/dev/null",
+        "/",
+        "nightly",
+        "1h30m",
+        "-5h",
+        "wsgate.dev/run-id=",
+        "--",
+        "-",
+        "\u{1F600}",
+        "a,b",
+        "../../etc/passwd",
+    ];
+
+    fn token() -> impl Strategy<Value = String> {
+        prop_oneof![
+            8 => proptest::sample::select(TOKENS).prop_map(str::to_string),
+            1 => "[a-z0-9=.,@ -]{0,12}",
+            1 => (1usize..70_000).prop_map(|n| "9".repeat(n)),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// No argument vector makes a subcommand panic (101) or hang (killed after 20 s).
+        #[test]
+        fn no_argument_vector_panics_or_hangs(
+            base in proptest::sample::select(BASES),
+            extra in proptest::collection::vec(token(), 0..5),
+        ) {
+            let mut args: Vec<&str> = base.to_vec();
+            args.extend(extra.iter().map(String::as_str));
+            // `sim` is left out: it runs until stopped, by design (its bad input is tested
+            // above). Every base here ends at once whatever follows it.
+            let o = wsgate_within(20, &args, &[("WSGATE_API__RESPONSE_TIMEOUT", "2")]);
+            let out = text(&o);
+            prop_assert!(!out.contains("panicked"), "{args:?}: {out}");
+            prop_assert_ne!(o.status.code(), Some(101), "{:?}: {}", args, out);
+            prop_assert_ne!(o.status.code(), Some(124), "{:?} hung: {}", args, out);
+        }
+    }
+}
