@@ -12,6 +12,7 @@
 //! | 11   | `FILES_LOST`          | verdict FilesLost                                                   |
 //! | 12   | `INCONCLUSIVE`        | verdict Inconclusive (evidence missing or contradictory)            |
 //! | 13   | `BUDGET`              | a named budget ran out (the message names the phase)                |
+//! | 14   | `FALSE_RESTORE`       | the platform claimed a restore but the process state was lost (gate) |
 //! | 70   | `INTERNAL`            | a bug in wsgate: please report it                                   |
 //! | 74   | `OUTPUT`              | standard output could not be written (disk full, device error)      |
 //! | 130  | `INTERRUPTED`         | interrupted by SIGINT or SIGTERM (cleanup still ran)                |
@@ -37,6 +38,8 @@ pub const FILES_LOST: i32 = 11;
 pub const INCONCLUSIVE: i32 = 12;
 /// A named budget ran out.
 pub const BUDGET: i32 = 13;
+/// The platform claimed a restore (`PodRestored=True`) but the process state was lost.
+pub const FALSE_RESTORE: i32 = 14;
 /// A bug in wsgate.
 pub const INTERNAL: i32 = 70;
 /// Standard output could not be written (disk full, device error).
@@ -70,6 +73,10 @@ pub const TABLE: &[(i32, &str)] = &[
     (FILES_LOST, "verdict FilesLost"),
     (INCONCLUSIVE, "verdict Inconclusive"),
     (BUDGET, "a named budget ran out"),
+    (
+        FALSE_RESTORE,
+        "the platform claimed a restore but the process state was lost",
+    ),
     (INTERNAL, "a bug in wsgate"),
     (
         OUTPUT,

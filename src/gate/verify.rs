@@ -22,7 +22,7 @@ use crate::platform::ownership::{self, Claim};
 use crate::platform::snapshots;
 use crate::platform::workspace::{self as ws, TOKEN_SECRET};
 use crate::session::{PlatformEvidence, Secret};
-use crate::verdict::{self, FilesState, Verdict, VerdictKind};
+use crate::verdict::{self, FilesState, ProcessState, Verdict, VerdictKind};
 
 /// What `verify` may do besides deciding.
 #[derive(Debug, Clone, Copy, Default)]
@@ -38,8 +38,11 @@ pub enum GateVerdict {
     /// The paused process came back across the upgrade.
     Restored,
     /// The upgrade invalidated the snapshot: a fresh session, with the files and the
-    /// application checkpoint recoverable.
+    /// application checkpoint recoverable. Only when the platform did not claim a restore.
     SnapshotInvalidated,
+    /// The platform claimed a restore (`PodRestored=True` or its restore event) but the
+    /// kernel's process state is gone: a false restore, the worst outcome for a gate.
+    RestoreClaimedButLost,
     /// Anything else.
     Failed,
 }
@@ -50,6 +53,9 @@ impl fmt::Display for GateVerdict {
             GateVerdict::Restored => "PASS: restored across the upgrade",
             GateVerdict::SnapshotInvalidated => {
                 "PASS WITH WARNING: the upgrade invalidated the snapshot; files recoverable"
+            }
+            GateVerdict::RestoreClaimedButLost => {
+                "FAIL: the platform claimed a restore, but the paused process was lost"
             }
             GateVerdict::Failed => "FAIL",
         })
@@ -85,6 +91,7 @@ impl GateOutcome {
     pub fn exit_code(&self) -> i32 {
         match self.verdict {
             GateVerdict::Restored | GateVerdict::SnapshotInvalidated => crate::exit_code::SUCCESS,
+            GateVerdict::RestoreClaimedButLost => crate::exit_code::FALSE_RESTORE,
             GateVerdict::Failed => match self.restore.kind {
                 VerdictKind::Restored => crate::exit_code::FAILED,
                 _ => self.restore.exit_code(),
@@ -122,6 +129,26 @@ pub fn gate_verdict(
                 "the resume needed {attempts} pod(s) and {restarts} container restart(s); \
                  retries never count toward a gate verdict (restore verdict: {})",
                 restore.kind
+            ),
+            None,
+        );
+    }
+    // The platform said "restored" and the kernel says its process state is not there (gone,
+    // or no kernel answered): never a pass, whatever the files say.
+    if platform.claims_restore() && restore.process != ProcessState::Restored {
+        return (
+            GateVerdict::RestoreClaimedButLost,
+            format!(
+                "the platform claimed a restore{} but the kernel's process state did not come \
+                 back (restore verdict {}{}): users would be told their session was restored \
+                 while their variables and loaded models are gone",
+                platform_said(platform),
+                restore.kind,
+                restore
+                    .reason
+                    .as_deref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
             ),
             None,
         );
@@ -392,7 +419,6 @@ pub async fn read_token(client: &kube::Client, ns: &str) -> Result<Secret, GateE
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::verdict::ProcessState;
 
     fn verdict(kind: VerdictKind, files: FilesState) -> Verdict {
         Verdict {
@@ -456,5 +482,56 @@ mod tests {
             gate_verdict(&unsure, &none, 1, 0, true).0,
             GateVerdict::Failed
         );
+    }
+
+    /// The `kernel-dies` case: GKE restored the pod (`PodRestored=True`), the files and the
+    /// application checkpoint are there, the kernel's memory is not. Before, this passed
+    /// with a warning (SnapshotInvalidated, exit 0).
+    #[test]
+    fn a_claimed_restore_without_the_process_is_a_fail_of_its_own() {
+        let claimed = PlatformEvidence {
+            observed: true,
+            pod_restored: Some(crate::verdict::ConditionEvidence {
+                status: "True".into(),
+                reason: Some("Restored".into()),
+                message: Some("Restored from snapshot 5f0c".into()),
+            }),
+            ..Default::default()
+        };
+        let mut fresh = verdict(VerdictKind::FreshSession, FilesState::Intact);
+        fresh.process = ProcessState::Fresh;
+        fresh
+            .contradictions
+            .push(crate::verdict::Contradiction::PlatformClaimsRestoreButNonceGone);
+        let (g, summary, guidance) = gate_verdict(&fresh, &claimed, 1, 0, true);
+        assert_eq!(g, GateVerdict::RestoreClaimedButLost);
+        assert!(summary.contains("PodRestored: True"), "{summary}");
+        assert!(guidance.is_none());
+        // No kernel answered at all: the process state is not there either.
+        let unknown = verdict(VerdictKind::Inconclusive, FilesState::Intact);
+        assert_eq!(
+            gate_verdict(&unknown, &claimed, 1, 0, true).0,
+            GateVerdict::RestoreClaimedButLost
+        );
+        // The process came back and only the files were lost: a plain FAIL (FilesLost).
+        let mut files_lost = verdict(VerdictKind::FilesLost, FilesState::Lost);
+        files_lost.process = ProcessState::Restored;
+        assert_eq!(
+            gate_verdict(&files_lost, &claimed, 1, 0, true).0,
+            GateVerdict::Failed
+        );
+        let outcome = GateOutcome {
+            verdict: GateVerdict::RestoreClaimedButLost,
+            summary: summary.clone(),
+            guidance: None,
+            restore: fresh.clone(),
+            snapshot_before_resume: Some(true),
+            attempts: 1,
+            restarts: 0,
+            resume_to_running: Duration::from_secs(1),
+            pod_restored_lag: None,
+            cleanup: Vec::new(),
+        };
+        assert_eq!(outcome.exit_code(), crate::exit_code::FALSE_RESTORE);
     }
 }

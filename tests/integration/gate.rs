@@ -263,7 +263,35 @@ async fn prepare_and_verify_in_separate_processes() {
         "{out}"
     );
 
-    // 4. Verify again from the same (now spent) state: the workspace is gone, say so.
+    // 4. The kernel dies during the restore (the simulator's kernel-dies fault): GKE says
+    //    PodRestored=True, the process is gone. A false restore: FAIL, exit 14, never a pass.
+    let o = gate(&kubeconfig, dir.path(), "prepare", &[]).await;
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let state = GateState::read(&state_path).unwrap();
+    workspaces
+        .patch(
+            &state.workspace,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {"sim.wsgate.dev/fault": "kernel-dies"}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let o = gate(&kubeconfig, dir.path(), "verify", &[]).await;
+    let out = text(&o);
+    assert_eq!(
+        o.status.code(),
+        Some(wsgate::exit_code::FALSE_RESTORE),
+        "{out}"
+    );
+    assert!(
+        out.contains("FAIL: the platform claimed a restore, but the paused process was lost"),
+        "{out}"
+    );
+    assert!(!out.contains("PASS"), "{out}");
+
+    // 5. Verify again from the same (now spent) state: the workspace is gone, say so.
     let o = gate(&kubeconfig, dir.path(), "verify", &[]).await;
     let out = text(&o);
     assert_eq!(o.status.code(), Some(wsgate::exit_code::TARGET), "{out}");
