@@ -128,13 +128,34 @@ impl WsWorld {
         at: chrono::DateTime<chrono::Utc>,
         detail: Option<String>,
     ) {
+        self.insert_mark(mark, at, detail, "stated by the platform");
+    }
+
+    /// Records a moment the harness observed earlier (a step's own stamp, taken as it
+    /// happened), in its place on the timeline.
+    pub fn mark_observed_at(
+        &mut self,
+        mark: Mark,
+        at: chrono::DateTime<chrono::Utc>,
+        detail: Option<String>,
+    ) {
+        self.insert_mark(mark, at, detail, "observed then");
+    }
+
+    fn insert_mark(
+        &mut self,
+        mark: Mark,
+        at: chrono::DateTime<chrono::Utc>,
+        detail: Option<String>,
+        source: &str,
+    ) {
         let now_offset = self.started.elapsed();
         let now_at = chrono::Utc::now();
         self.timeline
             .insert_at(mark, at, now_at, now_offset, detail.clone());
         let offset = now_offset.saturating_sub((now_at - at).to_std().unwrap_or_default());
         self.log.push(format!(
-            "{:>9.1} ms  {mark:?} (stated by the platform{})",
+            "{:>9.1} ms  {mark:?} ({source}{})",
             offset.as_secs_f64() * 1000.0,
             detail.map(|d| format!(": {d}")).unwrap_or_default()
         ));

@@ -176,6 +176,17 @@ async fn verify(args: VerifyArgs) -> Result<i32, CommandError> {
     if let Some(g) = &outcome.guidance {
         println!("  guidance for users: {g}");
     }
+    match outcome.resume_to_next_cell {
+        Some(d) => println!(
+            "  resume -> Running {:.2} s; resume -> next cell done {:.2} s",
+            outcome.resume_to_running.as_secs_f64(),
+            d.as_secs_f64()
+        ),
+        None => println!(
+            "  resume -> Running {:.2} s",
+            outcome.resume_to_running.as_secs_f64()
+        ),
+    }
     print!("{}", outcome.restore);
     let dir = cfg.reports.dir.join(&state.run_id);
     let path = dir.join("gate-verify.json");

@@ -79,6 +79,9 @@ pub struct GateOutcome {
     /// Container restarts of the resumed pod.
     pub restarts: i32,
     pub resume_to_running: Duration,
+    /// Resume requested -> the first cells after it (marker, loaded model) completed: the
+    /// figure users feel, stamped when those cells completed.
+    pub resume_to_next_cell: Option<Duration>,
     /// The resumed pod Ready -> its `PodRestored` condition, when both were seen.
     pub pod_restored_lag: Option<Duration>,
     /// What cleanup did (empty with `keep`).
@@ -301,6 +304,7 @@ async fn decide(
         .map_err(GateError::PodWatch)?;
     watch.mark_resumed();
     let resumed_at = Instant::now();
+    let resumed_utc = chrono::Utc::now();
     ws::set_paused(client, ns, name, false).await?;
     wait_state(
         &api,
@@ -327,7 +331,7 @@ async fn decide(
 
     let budgets = session_budgets(cfg)?;
     let jc = jupyter_for(client, cfg, ns, name, &token).await?;
-    let after = crate::session::collect_evidence(
+    let (after, stamps) = crate::session::collect_evidence_stamped(
         &jc,
         &state.kernel_id,
         &nonce,
@@ -336,6 +340,9 @@ async fn decide(
         Some(&state.before),
     )
     .await?;
+    let resume_to_next_cell = stamps
+        .first_cell_done
+        .and_then(|at| (at - resumed_utc).to_std().ok());
     let mut platform = PlatformEvidence {
         observed: true,
         expected_snapshot: state.snapshot.as_ref().map(|s| s.name.clone()),
@@ -388,6 +395,7 @@ async fn decide(
         attempts,
         restarts,
         resume_to_running,
+        resume_to_next_cell,
         pod_restored_lag,
         cleanup: Vec::new(),
     })
@@ -529,6 +537,7 @@ mod tests {
             attempts: 1,
             restarts: 0,
             resume_to_running: Duration::from_secs(1),
+            resume_to_next_cell: None,
             pod_restored_lag: None,
             cleanup: Vec::new(),
         };

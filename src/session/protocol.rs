@@ -190,6 +190,35 @@ pub async fn collect_evidence(
     budgets: &Budgets,
     before: Option<&Evidence>,
 ) -> Result<Evidence, SessionError> {
+    collect_evidence_stamped(client, kernel_id, nonce, plan, budgets, before)
+        .await
+        .map(|(evidence, _)| evidence)
+}
+
+/// When each step of [`collect_evidence_stamped`] happened, taken as it happened (not when
+/// all the evidence is in): the phases after a resume are built on these.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stamps {
+    /// The kernel's channel answered (`kernel_info_reply` on a new connection).
+    pub kernel_answered: Option<chrono::DateTime<Utc>>,
+    /// The first cells after the resume, the ones that read the marker and use the loaded
+    /// model, completed.
+    pub first_cell_done: Option<chrono::DateTime<Utc>>,
+    /// The recovery from the files and the application checkpoint finished (only when the
+    /// marker was gone and the recovery loaded).
+    pub recovery_done: Option<chrono::DateTime<Utc>>,
+}
+
+/// [`collect_evidence`], with the moment of each step.
+pub async fn collect_evidence_stamped(
+    client: &JupyterClient,
+    kernel_id: &str,
+    nonce: &Nonce,
+    plan: &MarkerPlan,
+    budgets: &Budgets,
+    before: Option<&Evidence>,
+) -> Result<(Evidence, Stamps), SessionError> {
+    let mut stamps = Stamps::default();
     let values = plan.values(nonce);
     let mut notes = Vec::new();
     let listed = match retry_transient(&budgets.connect, || client.kernel(kernel_id)).await {
@@ -210,10 +239,16 @@ pub async fn collect_evidence(
 
     let result = async {
         let mut ch = KernelChannel::connect_within(client, &asked_id, &budgets.connect).await?;
+        stamps.kernel_answered = Some(Utc::now());
         let kernel = kernel_evidence(&mut ch, &asked_id, plan, &values, budgets).await?;
+        stamps.first_cell_done = Some(Utc::now());
         let scan = disk_scan(&mut ch, plan, &values, budgets).await?;
         let recovery = if kernel.marker == MarkerObservation::Absent {
-            Some(recover(&mut ch, plan, &values, budgets).await?)
+            let r = recover(&mut ch, plan, &values, budgets).await?;
+            if r.loaded {
+                stamps.recovery_done = Some(Utc::now());
+            }
+            Some(r)
         } else {
             None
         };
@@ -231,7 +266,7 @@ pub async fn collect_evidence(
     } else {
         None
     };
-    Ok(Evidence {
+    let evidence = Evidence {
         phase: Phase::AfterResume,
         collected_at: Utc::now(),
         kernel_id: kernel_id.to_owned(),
@@ -241,7 +276,8 @@ pub async fn collect_evidence(
         disk_scan: Some(scan),
         recovery,
         notes,
-    })
+    };
+    Ok((evidence, stamps))
 }
 
 fn opts(budget: &Budget, cell: Cell) -> ExecuteOptions {

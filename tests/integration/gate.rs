@@ -139,6 +139,7 @@ async fn prepare_and_verify_in_separate_processes() {
     let out = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
     assert!(out.contains("gate verdict: PASS: restored"), "{out}");
+    assert!(out.contains("resume -> next cell done"), "{out}");
     assert!(out.contains("refused: Secret wsgate-test/theirs"), "{out}");
     assert!(out.contains("not wsgate's to touch"), "{out}");
     assert!(secrets.get_opt("theirs").await.unwrap().is_some(), "{out}");

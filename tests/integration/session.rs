@@ -188,7 +188,7 @@ async fn probe_mark_kernel_restart_check_is_fresh_session() {
         assert_eq!(check(&server).await, exit_code::FRESH_SESSION);
 
         let nonce = state.nonce.unseal().unwrap();
-        let after = collect_evidence(
+        let (after, stamps) = wsgate::session::collect_evidence_stamped(
             &client,
             &state.kernel_id,
             &nonce,
@@ -198,6 +198,17 @@ async fn probe_mark_kernel_restart_check_is_fresh_session() {
         )
         .await
         .unwrap();
+        // Each step stamped as it happened, in order, not all at the end.
+        let (Some(answered), Some(first_cell), Some(recovered)) = (
+            stamps.kernel_answered,
+            stamps.first_cell_done,
+            stamps.recovery_done,
+        ) else {
+            panic!("every step stamped: {stamps:?}");
+        };
+        assert!(answered < first_cell, "{stamps:?}");
+        assert!(first_cell < recovered, "{stamps:?}");
+        assert!(recovered <= after.collected_at, "{stamps:?}");
         assert!(after.kernel_listed, "a restart keeps the kernel id");
         let a = after.kernel.as_ref().unwrap();
         assert_eq!(a.marker, MarkerObservation::Absent);

@@ -76,14 +76,25 @@ async fn decide(w: &mut WsWorld) -> StepResult {
     };
     let budgets = budgets(w)?;
     let jc = jupyter(w).await?;
-    let after =
-        crate::session::collect_evidence(&jc, &kernel, &nonce, &plan, &budgets, Some(&before))
-            .await
-            .map_err(|e| e.to_string())?;
-    w.mark(Mark::KernelReconnected, None);
-    w.mark(Mark::NextCellDone, None);
-    if after.recovery.as_ref().is_some_and(|r| r.loaded) {
-        w.mark(Mark::RecoveryDone, None);
+    let (after, stamps) = crate::session::collect_evidence_stamped(
+        &jc,
+        &kernel,
+        &nonce,
+        &plan,
+        &budgets,
+        Some(&before),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    // Stamped where each happened, not now that all the evidence is in.
+    for (mark, at) in [
+        (Mark::KernelReconnected, stamps.kernel_answered),
+        (Mark::NextCellDone, stamps.first_cell_done),
+        (Mark::RecoveryDone, stamps.recovery_done),
+    ] {
+        if let Some(at) = at {
+            w.mark_observed_at(mark, at, None);
+        }
     }
     let new = w.ws()?.clone();
     let mut platform = PlatformEvidence {
