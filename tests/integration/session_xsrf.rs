@@ -1,14 +1,17 @@
 //! jupyter_server's XSRF check against real `jupyter lab` processes started the way
 //! Kubeflow's images start them (no token, no password): a POST without the `_xsrf` cookie
 //! is refused, and the harness's client (which fetches and echoes the cookie) starts a
-//! kernel, runs a cell, reads a file and deletes the kernel, tokenless and with a token.
+//! kernel, runs a cell, reads a file and deletes the kernel, tokenless and with a token. A
+//! stand-in server shows the one refresh of a stale cookie.
 
 use std::path::Path;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use wsgate::session::{
     Auth, ClientOptions, ExecuteOptions, FileState, JupyterClient, KernelChannel, Secret,
+    SessionError,
 };
 use wsgate::sim::runtime::jupyter::{JupyterOptions, JupyterProcess, ServerAuth};
 use wsgate::sim::runtime::venv::{VenvPaths, ensure_venv};
@@ -150,4 +153,78 @@ async fn a_token_lab_works_with_the_token_and_the_cookie() {
     })
     .await
     .expect("the test finishes within its budget");
+}
+
+/// A stand-in server whose `_xsrf` changes with every `GET /lab` (only the latest is
+/// accepted), or, with `never`, refuses every POST in its XSRF check. Counts POSTs.
+async fn rotating_server(never: bool) -> (String, Arc<AtomicU32>, Arc<AtomicU32>) {
+    use axum::http::{HeaderMap, StatusCode, header};
+    let issued = Arc::new(AtomicU32::new(0));
+    let posts = Arc::new(AtomicU32::new(0));
+    let (i1, i2, p) = (issued.clone(), issued.clone(), posts.clone());
+    let app = axum::Router::new()
+        .route(
+            "/lab",
+            axum::routing::get(move || async move {
+                let n = i1.fetch_add(1, Ordering::SeqCst) + 1;
+                (
+                    [(header::SET_COOKIE, format!("_xsrf=2|v{n}; Path=/"))],
+                    "<html>",
+                )
+            }),
+        )
+        .route(
+            "/api/kernels/k/interrupt",
+            axum::routing::post(move |headers: HeaderMap| async move {
+                p.fetch_add(1, Ordering::SeqCst);
+                let want = format!("2|v{}", i2.load(Ordering::SeqCst));
+                let header_ok = headers.get("x-xsrftoken").is_some_and(|v| v == &want);
+                let cookie_ok = headers
+                    .get(header::COOKIE)
+                    .and_then(|c| c.to_str().ok())
+                    .is_some_and(|c| c.contains(&format!("_xsrf={want}")));
+                if never || !header_ok || !cookie_ok {
+                    let body = "{\"message\": \"'_xsrf' argument missing from POST\"}";
+                    return (StatusCode::FORBIDDEN, body);
+                }
+                (StatusCode::NO_CONTENT, "")
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, issued, posts)
+}
+
+#[tokio::test]
+async fn a_stale_cookie_is_refreshed_once_and_a_refusal_after_that_is_named() {
+    wsgate::install_crypto_provider();
+    let (url, issued, posts) = rotating_server(false).await;
+    let client = JupyterClient::new(&url, Auth::None, ClientOptions::default()).unwrap();
+    client
+        .interrupt_kernel("k")
+        .await
+        .expect("the first cookie works");
+    client.interrupt_kernel("k").await.expect("kept and reused");
+    assert_eq!(
+        (issued.load(Ordering::SeqCst), posts.load(Ordering::SeqCst)),
+        (1, 2)
+    );
+    // Someone else's GET rotates the server's cookie: ours is stale now.
+    reqwest::get(format!("{url}lab")).await.unwrap();
+    client.interrupt_kernel("k").await.expect("refreshed once");
+    assert_eq!(
+        (issued.load(Ordering::SeqCst), posts.load(Ordering::SeqCst)),
+        (3, 4)
+    );
+
+    let (url, _, posts) = rotating_server(true).await;
+    let client = JupyterClient::new(&url, Auth::None, ClientOptions::default()).unwrap();
+    let err = client.interrupt_kernel("k").await.unwrap_err();
+    assert!(matches!(err, SessionError::XsrfRefused { .. }), "{err}");
+    assert_eq!(posts.load(Ordering::SeqCst), 2, "one retry, no more");
+    assert!(
+        !err.to_string().contains("2|v"),
+        "the value is never shown: {err}"
+    );
 }
