@@ -1,5 +1,5 @@
 //! The processes behind simulated pods. With the `jupyter` runtime every running workspace
-//! pod is a real `jupyter server` over the workspace's home directory, listening on the
+//! pod is a real `jupyter lab` over the workspace's home directory, listening on the
 //! pod's own loopback IP; with `none` a pod is Ready with no process. A checkpoint freezes
 //! the whole process tree and keeps it as the snapshot's memory image; a restore thaws that
 //! image into the new pod; a cold start starts a fresh server on the same home directory.

@@ -96,7 +96,7 @@ pub enum JupyterProcessError {
     },
     /// The server exited before it answered.
     #[error(
-        "jupyter server (pid {pid}) exited with {status} before it answered; log tail:\n{log_tail}"
+        "jupyter lab (pid {pid}) exited with {status} before it answered; log tail:\n{log_tail}"
     )]
     Exited {
         pid: Pid,
@@ -104,7 +104,7 @@ pub enum JupyterProcessError {
         log_tail: String,
     },
     /// Freezing, thawing or killing its process tree failed.
-    #[error("jupyter server (pid {pid}): {source}")]
+    #[error("jupyter lab (pid {pid}): {source}")]
     Signal {
         pid: Pid,
         #[source]
