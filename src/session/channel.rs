@@ -339,8 +339,10 @@ async fn open(
         source: Box::new(source),
     };
     let mut request = url.as_str().into_client_request().map_err(ws_err)?;
-    for (name, value) in client.auth_headers() {
-        request.headers_mut().insert(name.clone(), value.clone());
+    for (name, value) in client.ws_headers().await? {
+        if let Some(name) = name {
+            request.headers_mut().insert(name, value);
+        }
     }
     // disable_nagle: small request frames must not wait for the server's delayed ACK
     // (that costs ~40 ms per execute).

@@ -2,6 +2,9 @@
 //! token, bearer or cookie auth sent as headers, over reqwest with TLS verification on
 //! unless the caller turns it off.
 //!
+//! Every POST, PUT, PATCH and DELETE carries the `_xsrf` cookie and `X-XSRFToken` header
+//! that a tokenless jupyter_server (Kubeflow's images) insists on; see [`super::xsrf`].
+//!
 //! The base URL is kept without its query string: a `?token=` in a pasted URL becomes the
 //! credential and never reaches a message, a log line or the state file.
 
@@ -16,6 +19,7 @@ use sha2::{Digest, Sha256};
 use super::auth::{Auth, Secret};
 use super::error::SessionError;
 use super::models::{FileContents, KernelModel, ServerStatus, SessionModel};
+use super::xsrf::{self, XsrfCookie};
 use crate::verdict::FileState;
 
 /// Client options.
@@ -34,6 +38,7 @@ pub struct JupyterClient {
     http: reqwest::Client,
     base: Url,
     auth: HeaderMap,
+    xsrf: XsrfCookie,
     insecure: bool,
 }
 
@@ -70,6 +75,7 @@ impl JupyterClient {
             http,
             base,
             auth: headers,
+            xsrf: XsrfCookie::default(),
             insecure: options.insecure_skip_tls_verify,
         })
     }
@@ -84,9 +90,22 @@ impl JupyterClient {
         self.insecure
     }
 
-    /// The auth headers (sensitive values), for the websocket upgrade.
-    pub(crate) fn auth_headers(&self) -> &HeaderMap {
-        &self.auth
+    /// The websocket upgrade's headers (sensitive values): the credentials, the `_xsrf`
+    /// cookie once a REST request has fetched it, and an `Origin` equal to the server's own
+    /// (jupyter_server's default origin check accepts it; `allow_origin='*'` accepts any).
+    pub(crate) async fn ws_headers(&self) -> Result<HeaderMap, SessionError> {
+        let mut headers = self.auth.clone();
+        if !xsrf::auth_has_xsrf(&self.auth)
+            && let Some(value) = self.xsrf.held().await
+        {
+            xsrf::apply(&mut headers, &value)?;
+        }
+        if let Ok(origin) =
+            reqwest::header::HeaderValue::from_str(&self.base.origin().ascii_serialization())
+        {
+            headers.insert(reqwest::header::ORIGIN, origin);
+        }
+        Ok(headers)
     }
 
     /// `ws(s)://.../<base>/<path>` for the websocket.
@@ -121,27 +140,65 @@ impl JupyterClient {
         url: Url,
         body: Option<serde_json::Value>,
     ) -> Result<Response, SessionError> {
-        let mut req = self.http.request(method, url).headers(self.auth.clone());
-        if let Some(body) = body {
-            req = req.json(&body);
+        let with_xsrf = xsrf::is_mutating(&method) && !xsrf::auth_has_xsrf(&self.auth);
+        let mut refreshed = false;
+        loop {
+            let mut headers = self.auth.clone();
+            if with_xsrf
+                && let Some(value) = self
+                    .xsrf
+                    .get_or_fetch(&self.http, &self.base, &self.auth, refreshed)
+                    .await
+                    .map_err(|source| self.unreachable(source))?
+            {
+                xsrf::apply(&mut headers, &value)?;
+            }
+            let mut req = self
+                .http
+                .request(method.clone(), url.clone())
+                .headers(headers);
+            if let Some(body) = &body {
+                req = req.json(body);
+            }
+            let resp = req
+                .send()
+                .await
+                .map_err(|source| self.unreachable(source))?;
+            let status = resp.status();
+            if status == StatusCode::FORBIDDEN && with_xsrf {
+                let text = resp.text().await.unwrap_or_default();
+                if !xsrf::is_xsrf_refusal(&text) {
+                    return Err(self.unauthorized(status));
+                }
+                if !refreshed {
+                    refreshed = true;
+                    continue;
+                }
+                return Err(SessionError::XsrfRefused {
+                    url: self.base.to_string(),
+                    what: format!("{method} {}", url.path()),
+                    pages: xsrf::XSRF_PAGES.join(", "),
+                });
+            }
+            if matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
+                return Err(self.unauthorized(status));
+            }
+            return Ok(resp);
         }
-        let resp = req
-            .send()
-            .await
-            .map_err(|source| SessionError::Unreachable {
-                url: self.base.to_string(),
-                source,
-            })?;
-        if matches!(
-            resp.status(),
-            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN
-        ) {
-            return Err(SessionError::Unauthorized {
-                url: self.base.to_string(),
-                status: resp.status().as_u16(),
-            });
+    }
+
+    fn unreachable(&self, source: reqwest::Error) -> SessionError {
+        SessionError::Unreachable {
+            url: self.base.to_string(),
+            source,
         }
-        Ok(resp)
+    }
+
+    fn unauthorized(&self, status: StatusCode) -> SessionError {
+        SessionError::Unauthorized {
+            url: self.base.to_string(),
+            status: status.as_u16(),
+        }
     }
 
     async fn expect_json<T: DeserializeOwned>(

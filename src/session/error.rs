@@ -36,6 +36,16 @@ pub enum SessionError {
          WSGATE_JUPYTER_TOKEN"
     )]
     Unauthorized { url: String, status: u16 },
+    /// HTTP 403 from jupyter_server's XSRF check, again after a fresh `_xsrf` cookie.
+    #[error(
+        "the Jupyter server at {url} refused {what} in its XSRF check (HTTP 403) even with a \
+         fresh `_xsrf` cookie from {pages}; a proxy in front of it may drop cookies"
+    )]
+    XsrfRefused {
+        url: String,
+        what: String,
+        pages: String,
+    },
     /// The server has no kernel with that id.
     #[error("the Jupyter server at {url} has no kernel {kernel_id}")]
     KernelNotFound { url: String, kernel_id: String },
@@ -115,6 +125,7 @@ impl SessionError {
             SessionError::InvalidUrl { .. } | SessionError::InvalidCredential => exit_code::USAGE,
             SessionError::Unreachable { .. }
             | SessionError::Unauthorized { .. }
+            | SessionError::XsrfRefused { .. }
             | SessionError::KernelNotFound { .. }
             | SessionError::UnexpectedStatus { .. }
             | SessionError::NotJupyter { .. }

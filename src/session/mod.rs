@@ -3,6 +3,7 @@
 //!
 //! - [`client`]: `JupyterClient`, REST (`/api/status`, `/api/kernels`, `/api/sessions`,
 //!   `/api/contents`) with token, bearer or cookie auth as headers; [`auth`] holds them.
+//! - [`xsrf`]: the `_xsrf` cookie a tokenless jupyter_server wants on POST/PUT/PATCH/DELETE.
 //! - [`channel`]: `KernelChannel`, the kernel websocket (messaging protocol 5.3) with
 //!   budgeted `execute`; [`matcher`] matches replies by parent msg_id (pure).
 //! - [`cells`]: the embedded cell templates and their safe parameter filling.
@@ -26,6 +27,7 @@ pub mod probe_state;
 pub mod protocol;
 mod tls;
 pub mod wire;
+pub mod xsrf;
 
 pub use auth::{Auth, AuthScheme, Secret};
 pub use budget::Budget;

@@ -1,5 +1,5 @@
 //! The processes behind simulated pods. With the `jupyter` runtime every running workspace
-//! pod is a real `jupyter server` over the workspace's home directory, listening on the
+//! pod is a real `jupyter lab` over the workspace's home directory, listening on the
 //! pod's own loopback IP; with `none` a pod is Ready with no process. A checkpoint freezes
 //! the whole process tree and keeps it as the snapshot's memory image; a restore thaws that
 //! image into the new pod; a cold start starts a fresh server on the same home directory.
@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use super::profile::RuntimeKind;
 use super::runtime::freeze::{self, Pid};
-use super::runtime::jupyter::{JupyterOptions, JupyterProcess};
+use super::runtime::jupyter::{JupyterOptions, JupyterProcess, ServerAuth};
 use super::runtime::venv::{self, VenvPaths};
 
 /// What a started pod reports.
@@ -86,6 +86,9 @@ pub struct PodProcesses {
     /// Where home directories (the PVCs) live: `<root>/<namespace>/<pvc>`.
     pub volumes_root: PathBuf,
     runtime: RuntimeKind,
+    auth: ServerAuth,
+    /// Set once the tokenless notice has been printed.
+    told_tokenless: std::sync::atomic::AtomicBool,
     project_root: PathBuf,
     venv: tokio::sync::OnceCell<Result<VenvPaths, String>>,
     /// Set by [`Self::kill_all`]: no process starts after it.
@@ -113,6 +116,9 @@ pub fn tree_resident_bytes(root: Pid) -> u64 {
 /// under the `none` runtime (a drill's kernel-checked sample).
 pub const RUNTIME_ANNOTATION: &str = "sim.wsgate.dev/runtime";
 
+/// What the simulator says once when it starts its first tokenless server.
+pub const TOKENLESS_NOTICE: &str = "simulator: workspace Jupyter servers run without a token or password, as in Kubeflow's notebook images; any local user on this machine can reach them while the run lasts (set jupyter_auth = \"token\" under [runtime] in the simulator profile to require a token)";
+
 /// The nominal resident memory of a pod with no process (`none` runtime).
 pub const NOMINAL_RESIDENT_BYTES: u64 = 512 << 20;
 
@@ -121,6 +127,8 @@ impl PodProcesses {
         Self {
             volumes_root,
             runtime,
+            auth: ServerAuth::default(),
+            told_tokenless: std::sync::atomic::AtomicBool::new(false),
             project_root,
             venv: tokio::sync::OnceCell::new(),
             closed: std::sync::atomic::AtomicBool::new(false),
@@ -136,6 +144,20 @@ impl PodProcesses {
 
     pub fn runtime(&self) -> RuntimeKind {
         self.runtime
+    }
+
+    /// Sets how the pods' Jupyter servers authenticate (profile `runtime.jupyter_auth`).
+    pub fn with_auth(mut self, auth: ServerAuth) -> Self {
+        self.auth = auth;
+        self
+    }
+
+    /// Says once, on stderr, that this simulator's servers take requests without a token.
+    fn tell_tokenless(&self) {
+        use std::sync::atomic::Ordering;
+        if self.auth == ServerAuth::None && !self.told_tokenless.swap(true, Ordering::SeqCst) {
+            eprintln!("{TOKENLESS_NOTICE}");
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -229,9 +251,11 @@ impl PodProcesses {
         std::fs::create_dir_all(&spec.home)
             .map_err(|e| format!("cannot create {}: {e}", spec.home.display()))?;
         let ip = self.allocate_ip();
+        self.tell_tokenless();
         let options = JupyterOptions {
             ip: Some(ip.clone()),
             port: Some(spec.port),
+            auth: self.auth,
             token: spec.token.clone(),
             base_url: spec.base_url.clone(),
             home: Some(spec.home.clone()),
@@ -241,7 +265,7 @@ impl PodProcesses {
         match tokio::time::timeout(Duration::from_secs(120), process.wait_ready()).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Err(e.to_string()),
-            Err(_) => return Err("jupyter server did not answer within 120 s".into()),
+            Err(_) => return Err("jupyter lab did not answer within 120 s".into()),
         }
         let started = Started {
             pod_ip: ip,

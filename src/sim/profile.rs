@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::faults::Fault;
+use super::runtime::jupyter::ServerAuth;
 
 /// The profile the simulator uses when none is named.
 pub const DEFAULT_PROFILE: &str = include_str!("../../fixtures/sim/default.toml");
@@ -136,6 +137,10 @@ pub enum RuntimeKind {
 pub struct Runtime {
     #[serde(default)]
     pub kind: RuntimeKind,
+    /// `none` (Kubeflow's images: no token, no password) or `token` (a random token per
+    /// server, from the pod's `JUPYTER_TOKEN` when it has one).
+    #[serde(default)]
+    pub jupyter_auth: ServerAuth,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -275,6 +280,17 @@ mod tests {
             "system:serviceaccount:wsgate-test:wsgate"
         );
         let bad = DEFAULT_PROFILE.replace("enforce = \"off\"", "enforce = \"all\"");
+        assert!(SimProfile::parse("x", &bad).is_err());
+    }
+
+    #[test]
+    fn jupyter_servers_are_tokenless_by_default_like_kubeflows_images() {
+        let default = SimProfile::default_profile();
+        assert_eq!(default.runtime.jupyter_auth, ServerAuth::None);
+        let token = DEFAULT_PROFILE.replace("jupyter_auth = \"none\"", "jupyter_auth = \"token\"");
+        let p = SimProfile::parse("x", &token).unwrap();
+        assert_eq!(p.runtime.jupyter_auth, ServerAuth::Token);
+        let bad = DEFAULT_PROFILE.replace("jupyter_auth = \"none\"", "jupyter_auth = \"oauth\"");
         assert!(SimProfile::parse("x", &bad).is_err());
     }
 

@@ -219,11 +219,14 @@ impl SimHandle {
                     store: store.clone(),
                     profile: Arc::new(platform.profile.clone()),
                     truth: truth.clone(),
-                    pods: Arc::new(PodProcesses::new(
-                        state_dir.join("volumes"),
-                        platform.profile.runtime.kind,
-                        platform.project_root.clone(),
-                    )),
+                    pods: Arc::new(
+                        PodProcesses::new(
+                            state_dir.join("volumes"),
+                            platform.profile.runtime.kind,
+                            platform.project_root.clone(),
+                        )
+                        .with_auth(platform.profile.runtime.jupyter_auth),
+                    ),
                     bucket: Arc::new(Bucket::new(state_dir.join("bucket"))),
                     shutdown: shutdown_rx.clone(),
                     failure: failure.clone(),

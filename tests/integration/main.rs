@@ -18,6 +18,7 @@ mod python_client;
 mod rbac;
 mod report;
 mod session;
+mod session_xsrf;
 mod sim_api;
 mod sim_bad_input;
 mod sim_cycle;

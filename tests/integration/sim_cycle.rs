@@ -2,7 +2,9 @@
 //! pause -> Paused -> resume -> Running. A variable set in the kernel before the pause is
 //! still there after it; with fault `silent-cold-start` it is gone while the home files remain;
 //! with fault `kernel-dies` the pod is restored but its kernel process is killed; a panic in
-//! a controller stops the simulator and leaves no process behind, running or frozen.
+//! a controller stops the simulator and leaves no process behind, running or frozen. A pod's
+//! server is `jupyter lab` started like Kubeflow's images (no token, XSRF enforced); with
+//! `jupyter_auth = "token"` it wants the token.
 
 use std::time::Duration;
 
@@ -15,6 +17,7 @@ use wsgate::platform::workspace::{self as ws, WORKSPACE_LABEL};
 use wsgate::session::{
     Auth, ClientOptions, ExecuteOptions, JupyterClient, KernelChannel, Secret as Token,
 };
+use wsgate::sim::runtime::jupyter::ServerAuth;
 use wsgate::sim::truth::Imposed;
 use wsgate::sim::{SimHandle, SimOptions};
 
@@ -24,10 +27,15 @@ const BUDGET: Duration = Duration::from_secs(90);
 const TOKEN: &str = "cycle-test-token-3f9a";
 
 async fn start() -> SimHandle {
+    start_with(ServerAuth::None).await
+}
+
+async fn start_with(auth: ServerAuth) -> SimHandle {
     wsgate::install_crypto_provider();
     let mut opts = SimOptions::with_platform();
     if let Some(p) = opts.platform.as_mut() {
         p.project_root = env!("CARGO_MANIFEST_DIR").into();
+        p.profile.runtime.jupyter_auth = auth;
     }
     SimHandle::start(opts).await.expect("simulator starts")
 }
@@ -332,4 +340,59 @@ async fn a_controller_panic_stops_the_simulator_and_kills_every_pod_process() {
         listed.is_err(),
         "the API server still answers after the panic"
     );
+}
+
+/// A Running workspace's server, reached with no credentials at all.
+async fn anonymous(client: &kube::Client, name: &str) -> (String, reqwest::Client) {
+    let url = jupyter(client, name).await.base_url().to_string();
+    (url, reqwest::Client::builder().no_proxy().build().unwrap())
+}
+
+#[tokio::test]
+async fn a_pods_server_is_a_tokenless_jupyter_lab_like_kubeflows_images() {
+    let sim = start().await;
+    let client = sim.client().await.unwrap();
+    create_workspace(&client, "lab", None).await;
+    wait_state(&client, "lab", WorkspaceState::Running).await;
+    let (url, http) = anonymous(&client, "lab").await;
+    assert!(
+        url.ends_with("/workspace/connect/wsgate-test/lab/jupyterlab/"),
+        "{url}"
+    );
+    let status = http.get(format!("{url}api/status")).send().await.unwrap();
+    assert_eq!(status.status(), 200, "no token needed");
+    let lab = http.get(format!("{url}lab")).send().await.unwrap();
+    assert_eq!(
+        lab.status(),
+        200,
+        "JupyterLab serves its page under the prefix"
+    );
+    assert!(lab.text().await.unwrap().contains("JupyterLab"));
+    let post = http
+        .post(format!("{url}api/kernels"))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(post.status(), 403, "XSRF is enforced without a token");
+    let jc = JupyterClient::new(&url, Auth::None, ClientOptions::default()).unwrap();
+    let kernel = jc.start_kernel(None).await.unwrap().id;
+    assert_eq!(exec(&jc, &kernel, "print(1 + 1)").await.trim(), "2");
+    jc.delete_kernel(&kernel).await.unwrap();
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn with_jupyter_auth_token_a_pods_server_wants_the_token() {
+    let sim = start_with(ServerAuth::Token).await;
+    let client = sim.client().await.unwrap();
+    create_workspace(&client, "tok", None).await;
+    wait_state(&client, "tok", WorkspaceState::Running).await;
+    let (url, http) = anonymous(&client, "tok").await;
+    let kernels = http.get(format!("{url}api/kernels")).send().await.unwrap();
+    assert_eq!(kernels.status(), 403, "no token, no kernels");
+    let jc = jupyter(&client, "tok").await;
+    let kernel = jc.start_kernel(None).await.unwrap().id;
+    assert_eq!(exec(&jc, &kernel, "print(3)").await.trim(), "3");
+    sim.shutdown().await;
 }

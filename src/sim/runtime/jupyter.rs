@@ -1,4 +1,11 @@
-//! One `jupyter server` process: the simulator's stand-in for a workspace pod's container.
+//! One `jupyter lab` process: the simulator's stand-in for a workspace pod's container.
+//!
+//! It is started the way Kubeflow's example notebook images start it
+//! (`components/example-notebook-servers/jupyter/s6/services.d/jupyterlab/run`): JupyterLab,
+//! `--notebook-dir` and working directory the home volume, `allow_origin='*'`,
+//! `allow_remote_access`, no Prometheus auth, the path prefix as `base_url`, and (with
+//! [`ServerAuth::None`], the images' way) no token and no password. Tokenless, jupyter_server
+//! still enforces XSRF on POST, PUT, PATCH and DELETE: a client echoes the `_xsrf` cookie.
 //!
 //! It runs from the simulator venv in a process group of its own (so signalling it never
 //! hits the test runner), with a private runtime directory (kernel connection files, the
@@ -19,6 +26,18 @@ use rand::RngExt;
 use super::freeze::{self, FreezeError, FrozenTree, Pid};
 use super::venv::VenvPaths;
 
+/// How a server authenticates requests (simulator profile `runtime.jupyter_auth`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServerAuth {
+    /// `--ServerApp.token="" --ServerApp.password=""`, as Kubeflow's images: anyone who
+    /// reaches the port is in (XSRF still applies to mutating requests).
+    #[default]
+    None,
+    /// `--IdentityProvider.token=<token>`: requests need the token.
+    Token,
+}
+
 /// How to start a server.
 #[derive(Debug, Clone)]
 pub struct JupyterOptions {
@@ -29,7 +48,10 @@ pub struct JupyterOptions {
     pub ip: Option<String>,
     /// The port; `None` picks a free one.
     pub port: Option<u16>,
-    /// The token (`--IdentityProvider.token`); `None` generates a random one.
+    /// Whether the server checks a token.
+    pub auth: ServerAuth,
+    /// The token (`--IdentityProvider.token`) under [`ServerAuth::Token`]; `None` generates a
+    /// random one. A tokenless server ignores it.
     pub token: Option<String>,
     /// `--ServerApp.base_url`, e.g. `/workspace/connect/<ns>/<ws>/jupyterlab/`.
     pub base_url: String,
@@ -46,6 +68,7 @@ impl JupyterOptions {
             root_dir: root_dir.into(),
             ip: None,
             port: None,
+            auth: ServerAuth::Token,
             token: None,
             base_url: "/".to_owned(),
             home: None,
@@ -64,7 +87,7 @@ pub enum JupyterProcessError {
         #[source]
         source: io::Error,
     },
-    /// `jupyter server` could not be spawned.
+    /// `jupyter lab` could not be spawned.
     #[error("cannot start {program}: {source}")]
     Spawn {
         program: PathBuf,
@@ -73,7 +96,7 @@ pub enum JupyterProcessError {
     },
     /// The server exited before it answered.
     #[error(
-        "jupyter server (pid {pid}) exited with {status} before it answered; log tail:\n{log_tail}"
+        "jupyter lab (pid {pid}) exited with {status} before it answered; log tail:\n{log_tail}"
     )]
     Exited {
         pid: Pid,
@@ -81,7 +104,7 @@ pub enum JupyterProcessError {
         log_tail: String,
     },
     /// Freezing, thawing or killing its process tree failed.
-    #[error("jupyter server (pid {pid}): {source}")]
+    #[error("jupyter lab (pid {pid}): {source}")]
     Signal {
         pid: Pid,
         #[source]
@@ -89,7 +112,7 @@ pub enum JupyterProcessError {
     },
 }
 
-/// A running `jupyter server` (see the module docs).
+/// A running `jupyter lab` (see the module docs).
 #[derive(Debug)]
 pub struct JupyterProcess {
     child: Option<Child>,
@@ -154,16 +177,16 @@ impl JupyterProcess {
             })?;
 
         let mut cmd = Command::new(&venv.jupyter);
-        cmd.arg("server")
-            .args(["--no-browser", "--allow-root"])
+        cmd.arg("lab")
+            .arg(format!("--notebook-dir={}", options.root_dir.display()))
             .arg(format!("--ip={ip}"))
+            .args(["--no-browser", "--allow-root"])
             .arg(format!("--port={port}"))
             .arg("--ServerApp.port_retries=0")
-            .arg(format!("--IdentityProvider.token={token}"))
-            .arg(format!(
-                "--ServerApp.root_dir={}",
-                options.root_dir.display()
-            ))
+            .args(auth_args(options.auth, &token))
+            .arg("--ServerApp.allow_origin=*")
+            .arg("--ServerApp.allow_remote_access=True")
+            .arg("--ServerApp.authenticate_prometheus=False")
             .arg(format!("--ServerApp.base_url={base_url}"))
             .env("JUPYTER_RUNTIME_DIR", runtime.path())
             .env("JUPYTER_CONFIG_DIR", &config_dir)
@@ -237,9 +260,14 @@ impl JupyterProcess {
         &self.url
     }
 
-    /// The server's token.
+    /// The server's token (under [`ServerAuth::None`] one it ignores).
     pub fn token(&self) -> &str {
         &self.token
+    }
+
+    /// Whether the server checks its token.
+    pub fn auth(&self) -> ServerAuth {
+        self.options.auth
     }
 
     /// The server's PID (= its process group id).
@@ -350,6 +378,17 @@ impl Drop for JupyterProcess {
     }
 }
 
+/// The flags that set the server's authentication.
+fn auth_args(auth: ServerAuth, token: &str) -> Vec<String> {
+    match auth {
+        ServerAuth::None => vec![
+            "--ServerApp.token=".to_owned(),
+            "--ServerApp.password=".to_owned(),
+        ],
+        ServerAuth::Token => vec![format!("--IdentityProvider.token={token}")],
+    }
+}
+
 fn normalize_base_url(base: &str) -> String {
     let trimmed = base.trim_matches('/');
     if trimmed.is_empty() {
@@ -391,6 +430,18 @@ mod tests {
             "/workspace/connect/ns/ws/jupyterlab/"
         );
         assert_eq!(normalize_base_url("/a/b/"), "/a/b/");
+    }
+
+    #[test]
+    fn tokenless_servers_get_the_kubeflow_image_flags() {
+        assert_eq!(
+            auth_args(ServerAuth::None, "t"),
+            ["--ServerApp.token=", "--ServerApp.password="]
+        );
+        assert_eq!(
+            auth_args(ServerAuth::Token, "t"),
+            ["--IdentityProvider.token=t"]
+        );
     }
 
     #[test]

@@ -1,8 +1,8 @@
-//! The simulator runtime: real `jupyter server` processes standing in for workspace pods.
+//! The simulator runtime: real `jupyter lab` processes standing in for workspace pods.
 //!
 //! - [`venv`]: the Python environment (`<project>/.venv-sim`) built from
 //!   `fixtures/sim/requirements.txt`, once, guarded by a stamp file and a lock.
-//! - [`jupyter`]: one `jupyter server` process (own process group, own runtime dir), its
+//! - [`jupyter`]: one `jupyter lab` process (own process group, own runtime dir), its
 //!   readiness wait, freeze/thaw (a checkpoint) and kill (a cold start or deletion).
 //! - [`freeze`]: stopping and continuing a whole process tree through `/proc`, because each
 //!   kernel runs in a session of its own and signalling the server's group misses it.
