@@ -139,3 +139,47 @@ async fn checkpoint_failure(
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trigger(status: serde_json::Value) -> PodSnapshotManualTrigger {
+        let mut t = PodSnapshotManualTrigger::new("ws-x-trigger", Default::default());
+        t.status = Some(status);
+        t
+    }
+
+    #[test]
+    fn only_a_false_triggered_condition_is_a_failure() {
+        let failed_one = trigger(serde_json::json!({"conditions": [
+            {"type": "Triggered", "status": "False", "reason": "Failed", "message": "runsc said no"}
+        ]}));
+        assert!(failed(Some(&failed_one)));
+        assert_eq!(
+            triggered(&failed_one),
+            Some(("False".into(), "Failed".into(), "runsc said no".into()))
+        );
+        let pending = trigger(serde_json::json!({"conditions": [
+            {"type": "Triggered", "status": "Unknown"}
+        ]}));
+        assert!(!failed(Some(&pending)));
+        assert!(!failed(Some(&trigger(serde_json::json!({})))));
+        assert!(!failed(None));
+    }
+
+    #[test]
+    fn the_failure_names_the_trigger_condition_and_what_it_costs() {
+        let e = PauseError::CheckpointFailed {
+            trigger: "ws-x-trigger".into(),
+            reason: "Failed".into(),
+            message: "runsc said no".into(),
+            snapshot: String::new(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "checkpoint failed: trigger ws-x-trigger Triggered=False Failed: runsc said no; the \
+             workspace stays in Checkpointing with its pod running and its GPU held"
+        );
+    }
+}
