@@ -22,7 +22,7 @@ use crate::platform::idempotent;
 use crate::platform::ledger::Ledger;
 use crate::platform::wait::{self, WaitFor};
 use crate::platform::workspace::{self as ws, NewWorkspace};
-use crate::platform::{gpu, snapshots};
+use crate::platform::{gpu, pause, snapshots};
 use crate::session::{Evidence, MarkerPlan, Nonce, PlatformEvidence, Secret};
 use crate::verdict::{self, VerdictKind};
 
@@ -326,9 +326,15 @@ async fn prepare_one(
     ws::set_paused(client, &new.namespace, &name, true)
         .await
         .map_err(|e| err(e.into()))?;
-    wait_state(&api, cfg, &name, WorkspaceState::Paused, "pause_to_paused")
+    let mut wf = WaitFor::new(
+        "pause_to_paused",
+        gate::budget(cfg, "pause_to_paused").map_err(err)?,
+        "be Paused",
+    );
+    wf.progress_every = None;
+    pause::until_paused(client, &new.namespace, &name, &wf)
         .await
-        .map_err(err)?;
+        .map_err(|e| err(e.into()))?;
     let snapshot_name = snapshots::of_workspace(client, &new.namespace, &name)
         .await
         .ok()

@@ -18,6 +18,7 @@ pub use state::{GateState, SCHEMA, StateError};
 pub use verify::{GateOutcome, GateVerdict, VerifyOptions, read_token, verify};
 
 use crate::config::Config;
+use crate::platform::pause::PauseError;
 use crate::platform::wait::WaitError;
 use crate::platform::workspace::{self as ws, WorkspaceError};
 use crate::session::protocol::Budgets;
@@ -64,6 +65,16 @@ pub enum GateError {
 impl From<WaitError> for GateError {
     fn from(e: WaitError) -> Self {
         GateError::Wait(Box::new(e))
+    }
+}
+
+/// A pause whose checkpoint failed left no snapshot: the platform failed already.
+impl From<PauseError> for GateError {
+    fn from(e: PauseError) -> Self {
+        match e {
+            PauseError::Wait(e) => GateError::Wait(Box::new(e)),
+            e @ PauseError::CheckpointFailed { .. } => GateError::NoSnapshot(e.to_string()),
+        }
     }
 }
 

@@ -9,9 +9,9 @@ use super::{GateError, budget, jupyter_for, model, session_budgets, start_kernel
 use crate::config::Config;
 use crate::platform::crd::{Workspace, WorkspaceState};
 use crate::platform::ledger::{self, Ledger};
-use crate::platform::snapshots;
 use crate::platform::wait::{self, WaitFor};
 use crate::platform::workspace::{self as ws, NewWorkspace};
+use crate::platform::{pause, snapshots};
 use crate::session::{MarkerPlan, Nonce, Secret};
 
 /// What `prepare` needs besides the config.
@@ -112,7 +112,12 @@ async fn prepare_into(
     let pods = ws::pods(client, &ns, &name).await?;
     let node_before_pause = pods.iter().find_map(|p| p.spec.as_ref()?.node_name.clone());
     ws::set_paused(client, &ns, &name, true).await?;
-    wait_state(&api, cfg, &name, WorkspaceState::Paused, "pause_to_paused").await?;
+    let wf = WaitFor::new(
+        "pause_to_paused",
+        budget(cfg, "pause_to_paused")?,
+        "be Paused",
+    );
+    pause::until_paused(client, &ns, &name, &wf).await?;
     let snaps = snapshots::of_workspace(client, &ns, &name)
         .await
         .map_err(|source| GateError::Api {

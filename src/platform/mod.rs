@@ -11,6 +11,7 @@ pub mod idle;
 pub mod janitor;
 pub mod ledger;
 pub mod ownership;
+pub mod pause;
 pub mod rbac;
 pub mod retry;
 pub mod snapshot_storage;

@@ -118,7 +118,9 @@ where
         .await
 }
 
-async fn until_unspanned<K>(
+/// [`until`] without its span: for a watch that runs beside another wait (the span's time
+/// would be counted twice).
+pub async fn until_unspanned<K>(
     api: &Api<K>,
     name: &str,
     wait: &WaitFor,

@@ -15,7 +15,9 @@ pub enum Fault {
     SilentColdStart,
     /// The home directory's files are gone after the pause.
     LoseHomeFiles,
-    /// The checkpoint fails: PodSnapshot `Checkpoint=False/Failed`, trigger `Triggered=False`.
+    /// The checkpoint fails: PodSnapshot `Checkpoint=False/Failed`, trigger
+    /// `Triggered=False/Failed`; the add-on keeps the Workspace `Checkpointing`, its pod
+    /// running and its GPU held, as upstream's (no failure path).
     CheckpointFails,
     /// The checkpoint never finishes: the snapshot stays `AwaitingCheckpoint`.
     CheckpointHangs,

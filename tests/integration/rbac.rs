@@ -18,7 +18,7 @@ use wsgate::platform::ledger::{self, CleanupOutcome, Ledger};
 use wsgate::platform::rbac::{DeployRbac, Permission};
 use wsgate::platform::wait::{self, WaitFor};
 use wsgate::platform::workspace::{self as ws, NewWorkspace};
-use wsgate::platform::{gpu, snapshots, squeeze, status, target};
+use wsgate::platform::{gpu, pause, snapshots, squeeze, status, target};
 use wsgate::sim::SimHandle;
 use wsgate::sim::api::authz::AuditEntry;
 use wsgate::sim::profile::RbacEnforce;
@@ -385,7 +385,10 @@ async fn lifecycle(sim: &SimHandle, client: &kube::Client) {
     ws::set_paused(client, NS, &new.name, true)
         .await
         .or_fail("pause");
-    wait_state(client, &new.name, WorkspaceState::Paused).await;
+    // As the suite, the gate and the drill: the trigger is watched beside the Workspace.
+    pause::until_paused(client, NS, &new.name, &wait_for("rbac:Paused", "be Paused"))
+        .await
+        .or_fail("pause to Paused");
     let snap_api: Api<PodSnapshot> = Api::namespaced(client.clone(), NS);
     let snap_labels = format!(
         "{}={}",

@@ -1,12 +1,16 @@
 //! Restore-failure steps: ask the simulator for a per-workspace fault (through the
 //! Kubernetes API, only on the simulator), and see what a user sees when the checkpoint fails:
-//! a readable state, the trigger's reason, and no more than one checkpoint.
+//! the pause fails at once naming the trigger's condition, the workspace stays Checkpointing
+//! with its GPU held, and no more than one checkpoint is made.
 
 use cucumber::{given, then};
 
 use crate::bdd::world::{StepResult, WsWorld};
-use crate::platform::crd::WorkspaceState;
-use crate::platform::{snapshots, workspace as ws};
+use crate::platform::crd::Workspace;
+use crate::platform::pause::{self, PauseError};
+use crate::platform::wait::WaitFor;
+use crate::platform::{gpu, snapshots, workspace as ws};
+use crate::timeline::Mark;
 
 /// The simulator's per-object fault annotation (`src/sim/faults.rs`; not imported: the
 /// harness talks to the simulator only through the Kubernetes API).
@@ -38,60 +42,83 @@ async fn gpu_model_mismatch(w: &mut WsWorld) -> StepResult {
     inject(w, "gpu-model-mismatch").await
 }
 
-#[then(expr = "the workspace says in plain words that the checkpoint failed")]
-async fn says_checkpoint_failed(w: &mut WsWorld) -> StepResult {
+/// The pause of a workspace whose checkpoint fails: the add-on has no failure path
+/// (gke-labs/workspaces `reconcile.go`), so the wait for Paused must end at once naming the
+/// trigger's condition, and the workspace must be left `Checkpointing` with its pod running
+/// and its GPU held. Logs the GPU-seconds held since the pause request.
+#[then(expr = "the pause fails because the checkpoint failed")]
+async fn pause_fails(w: &mut WsWorld) -> StepResult {
     let new = w.ws()?.clone();
     let client = w.ctx.client.clone();
-    let api: kube::Api<crate::platform::crd::Workspace> =
-        kube::Api::namespaced(client.clone(), &new.namespace);
+    let wf = WaitFor::new("pause_to_paused", w.budget("pause_to_paused")?, "be Paused");
+    let message = match pause::until_paused(&client, &new.namespace, &new.name, &wf).await {
+        Ok(_) => {
+            return Err(
+                "the workspace paused although its checkpoint failed: the platform invents a \
+                 failure path upstream's add-on does not have"
+                    .into(),
+            );
+        }
+        Err(PauseError::Wait(e)) => {
+            return Err(format!(
+                "the pause neither completed nor said that the checkpoint failed: {e}"
+            ));
+        }
+        Err(e @ PauseError::CheckpointFailed { .. }) => e.to_string(),
+    };
+    let trigger = snapshots::trigger_name(&new.name);
+    if !message.contains(&format!("trigger {trigger} Triggered=False")) {
+        return Err(format!(
+            "the failure does not name the trigger's condition: {message}"
+        ));
+    }
+    let api: kube::Api<Workspace> = kube::Api::namespaced(client.clone(), &new.namespace);
     let cur = api
         .get_opt(&new.name)
         .await
-        .map_err(|e| format!("cannot read Workspace {}: {e}", new.name))?;
-    let state = ws::describe(cur.as_ref());
-    let readable = cur
+        .map_err(|e| format!("cannot read Workspace {}: {e}", new.name))?
+        .ok_or_else(|| format!("Workspace {} is gone after the failed pause", new.name))?;
+    let state = cur
+        .metadata
+        .annotations
         .as_ref()
-        .and_then(|c| c.status.as_ref())
-        .is_some_and(|s| s.state == WorkspaceState::Paused && !s.state_message.is_empty());
-    if !readable {
+        .and_then(|a| a.get(pause::CHECKPOINT_STATE))
+        .cloned();
+    if state.as_deref() != Some("Checkpointing") || cur.spec.paused {
         return Err(format!(
-            "the workspace shows {state} after a failed checkpoint, not Paused with a message"
+            "after the failed checkpoint the workspace is {} (checkpoint-state {state:?}, \
+             spec.paused {}), not held in Checkpointing",
+            ws::describe(Some(&cur)),
+            cur.spec.paused
         ));
     }
-    let snaps = snapshots::of_workspace(&client, &new.namespace, &new.name)
-        .await
-        .map_err(|e| format!("cannot list PodSnapshots: {e}"))?;
-    let ready: Vec<_> = snaps
-        .iter()
-        .filter(|s| snapshots::is_ready(s))
-        .filter_map(|s| s.metadata.name.clone())
-        .collect();
-    if !ready.is_empty() {
-        return Err(format!(
-            "the workspace paused after a failed checkpoint, yet PodSnapshots are Ready: {ready:?}"
-        ));
-    }
-    let failures: Vec<String> = snaps
-        .iter()
-        .filter_map(snapshots::checkpoint_failure)
-        .collect();
-    let warnings = ws::warnings(&client, &new.namespace, &new.name)
+    let pods = ws::pods(&client, &new.namespace, &new.name)
         .await
         .map_err(|e| e.to_string())?;
-    if failures.is_empty() && warnings.is_empty() {
+    let running: Vec<_> = pods
+        .iter()
+        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+        .collect();
+    let gpus: i64 = running.iter().map(|p| gpu::pod_gpus(p)).sum();
+    if running.is_empty() || gpus == 0 {
         return Err(format!(
-            "the workspace is {state} with no Ready snapshot, but neither a PodSnapshot condition nor a Warning event on the Workspace says why"
+            "after the failed checkpoint the workspace has {} running pod(s) holding {gpus} GPU(s), \
+             expected its pod running with its GPU held",
+            running.len()
         ));
     }
-    let why = failures.join("; ");
-    println!("    workspace: {state}; checkpoint: {why}");
-    for line in &warnings {
-        println!("    warning: {line}");
-    }
-    w.log
-        .push(format!("workspace {state}; checkpoint failed: {why}"));
-    w.log
-        .extend(warnings.into_iter().map(|l| format!("warning: {l}")));
+    let held = w
+        .timeline
+        .last(Mark::PauseRequested)
+        .map(|o| (chrono::Utc::now() - o.at).num_milliseconds().max(0) as f64 / 1000.0)
+        .unwrap_or_default();
+    let line = format!(
+        "{message}; {gpus} GPU(s) held {held:.1} s since the pause request \
+         ({:.1} GPU-seconds, and counting until the workspace is deleted)",
+        held * gpus as f64
+    );
+    println!("    {line}");
+    w.log.push(line);
     Ok(())
 }
 

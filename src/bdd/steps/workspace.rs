@@ -7,6 +7,7 @@ use kube::api::Api;
 
 use crate::bdd::world::{StepResult, WsWorld};
 use crate::platform::crd::{Workspace, WorkspaceState};
+use crate::platform::pause::{self, PauseError};
 use crate::platform::wait::{self, WaitFor};
 use crate::platform::workspace::{self as ws, NewWorkspace};
 use crate::platform::{gpu, snapshots};
@@ -94,15 +95,24 @@ pub async fn wait_state(w: &mut WsWorld, state: WorkspaceState, budget: &str) ->
     let new = w.ws()?.clone();
     let api: Api<Workspace> = Api::namespaced(w.ctx.client.clone(), &new.namespace);
     let wf = WaitFor::new(budget, limit, format!("be {state}"));
-    let waited = wait::until(&api, &new.name, &wf, ws::describe, |o| {
-        ws::is_state(o, state)
-    })
-    .await;
+    let waited = if state == WorkspaceState::Paused {
+        pause::until_paused(&w.ctx.client, &new.namespace, &new.name, &wf)
+            .await
+            .map(drop)
+    } else {
+        wait::until(&api, &new.name, &wf, ws::describe, |o| {
+            ws::is_state(o, state)
+        })
+        .await
+        .map(drop)
+        .map_err(PauseError::from)
+    };
     if let Err(e) = waited {
         // A pause that does not end is almost always a checkpoint that does not: say where
         // the snapshot stands.
         let mut message = e.to_string();
-        if state == WorkspaceState::Paused
+        if matches!(e, PauseError::Wait(_))
+            && state == WorkspaceState::Paused
             && let Ok(snaps) =
                 snapshots::of_workspace(&w.ctx.client, &new.namespace, &new.name).await
         {

@@ -9,9 +9,12 @@
 //!   see [`webhook`]), the pod's readiness gate `podsnapshot.gke.kubeflow.org/active` turns
 //!   False; after `addon_settle_ms` the add-on creates the policy `ws-<ws>-policy` and the
 //!   trigger `ws-<ws>-trigger`; once the PodSnapshot is Ready it sets `paused: true`,
-//!   `checkpoint-state: Ready` and `last-checkpoint-name`. A failed checkpoint lets the
-//!   pause through without a snapshot (the resume then cold-starts) and records a
-//!   `CheckpointFailed` Warning event on the Workspace; a hung one stays `Checkpointing`.
+//!   `checkpoint-state: Ready` and `last-checkpoint-name`. As upstream's
+//!   (gke-labs/workspaces `providers/gke/internal/snapshot/reconcile.go`,
+//!   `reconcileCheckpointing`), the pause has no failure path: a failed checkpoint (the
+//!   trigger's `Triggered=False/Failed`, the PodSnapshot's `Checkpoint=False`) and a hung one
+//!   both leave the Workspace `Checkpointing` with its pod running and its GPU held, until
+//!   it is deleted. Only a pod that is gone lets the pause through without a snapshot.
 //! - Resume: `checkpoint-state: Restoring`; new pods get `ps-name`; once the pod is Ready
 //!   the add-on deletes the Workspace's PodSnapshots and trigger and clears its annotations.
 //! - Delete: once the Workspace is gone, its PodSnapshots are deleted, then (when they are
@@ -38,7 +41,7 @@ use super::agent::{
 };
 use super::kubelet::WORKSPACE_LABEL;
 use super::scheduler::set_condition;
-use super::{Ctx, Next, ObjKey, Reconciler, events, kind};
+use super::{Ctx, Next, ObjKey, Reconciler, kind};
 use crate::sim::faults::Fault;
 use crate::sim::seed::{SNAPSHOT_ENABLED, STORAGE_CONFIG};
 use crate::sim::store::meta::now_rfc3339;
@@ -252,6 +255,17 @@ fn teardown(ctx: &Ctx, key: &ObjKey) -> Next {
     Next::Done
 }
 
+/// Whether the trigger's checkpoint failed: `Triggered=False`, or its PodSnapshot's
+/// `Checkpoint=False`.
+fn checkpoint_failed(ctx: &Ctx, key: &ObjKey, trigger: &Value) -> bool {
+    if condition_status(trigger, "Triggered") == Some("False") {
+        return true;
+    }
+    str_at(trigger, "/status/snapshotCreated/name")
+        .and_then(|snap| ctx.store.find(kind("PodSnapshot"), key.ns(), snap))
+        .is_some_and(|s| condition_status(&s, "Checkpoint") == Some("False"))
+}
+
 /// Every pod of a Workspace (its STS pod and any duplicate), deleting ones included.
 fn workspace_pods(ctx: &Ctx, ns: &str, ws: &str) -> Vec<Arc<Value>> {
     ctx.store
@@ -370,16 +384,15 @@ impl SnapshotAddon {
                 .is_some_and(|(s, u)| *s == started && u == uid_of(t))
         });
         let Some(pod) = pod else {
-            if trigger.is_none() {
-                // The pod went away before the checkpoint began: let the pause through.
-                return self.give_up(
-                    ctx,
-                    key,
-                    ws,
-                    "the workspace pod stopped before the checkpoint began",
-                );
-            }
-            return self.follow_trigger(ctx, key, ws, trigger.as_deref());
+            // Nothing left to checkpoint: let the pause through (upstream's only way out of
+            // Checkpointing without a Ready snapshot). A succeeded checkpoint stops the pod
+            // itself (`postCheckpoint: stop`), so a trigger still going is followed.
+            return match trigger {
+                Some(t) if !checkpoint_failed(ctx, key, &t) => {
+                    self.follow_trigger(ctx, key, Some(&t))
+                }
+                _ => self.no_pod(ctx, key),
+            };
         };
         set_active(ctx, pod, false);
         let settle = Duration::from_millis(ctx.profile.timing.addon_settle_ms);
@@ -421,70 +434,51 @@ impl SnapshotAddon {
                 return Next::Done;
             }
         };
-        self.follow_trigger(ctx, key, ws, Some(&trigger))
+        self.follow_trigger(ctx, key, Some(&trigger))
     }
 
-    /// Follows the trigger to its PodSnapshot: Ready completes the pause, a failure gives up.
-    fn follow_trigger(&self, ctx: &Ctx, key: &ObjKey, ws: &Value, trigger: Option<&Value>) -> Next {
+    /// Follows the trigger to its PodSnapshot: Ready completes the pause. A failed
+    /// checkpoint changes nothing: the Workspace stays `Checkpointing` (upstream has no
+    /// failure path), with its pod running and its GPU held.
+    fn follow_trigger(&self, ctx: &Ctx, key: &ObjKey, trigger: Option<&Value>) -> Next {
         let Some(trigger) = trigger else {
             return Next::Done;
         };
-        match condition_status(trigger, "Triggered") {
-            Some("False") => {
-                let why = trigger
-                    .pointer("/status/conditions")
-                    .and_then(Value::as_array)
-                    .and_then(|cs| cs.iter().find(|c| str_at(c, "/type") == Some("Triggered")))
-                    .and_then(|c| str_at(c, "/message"))
-                    .unwrap_or("the checkpoint failed")
-                    .to_string();
-                self.give_up(ctx, key, ws, &why)
-            }
-            Some("True") => {
-                let Some(snap) = str_at(trigger, "/status/snapshotCreated/name") else {
-                    return Next::Done;
-                };
-                let Some(s) = ctx.store.find(kind("PodSnapshot"), key.ns(), snap) else {
-                    return Next::Done;
-                };
-                if condition_status(&s, "Ready") == Some("True") {
-                    let snap = snap.to_string();
-                    update_ws(ctx, key, |w| {
-                        w["spec"]["paused"] = json!(true);
-                        w["metadata"]["annotations"][CHECKPOINT_STATE] = json!("Ready");
-                        w["metadata"]["annotations"][LAST_CHECKPOINT_NAME] = json!(snap);
-                    });
-                    let mut paused = ws.clone();
-                    paused["spec"]["paused"] = json!(true);
-                    self.lose_home_files(ctx, &paused, &[], true);
-                    Next::Done
-                } else if condition_status(&s, "Checkpoint") == Some("False") {
-                    self.give_up(ctx, key, ws, "the PodSnapshot's checkpoint failed")
-                } else {
-                    Next::Done
-                }
-            }
-            _ => Next::Done,
+        if condition_status(trigger, "Triggered") != Some("True") {
+            return Next::Done;
         }
+        let Some(snap) = str_at(trigger, "/status/snapshotCreated/name") else {
+            return Next::Done;
+        };
+        let Some(s) = ctx.store.find(kind("PodSnapshot"), key.ns(), snap) else {
+            return Next::Done;
+        };
+        if condition_status(&s, "Ready") != Some("True") {
+            return Next::Done;
+        }
+        let snap = snap.to_string();
+        let mut paused = None;
+        update_ws(ctx, key, |w| {
+            w["spec"]["paused"] = json!(true);
+            w["metadata"]["annotations"][CHECKPOINT_STATE] = json!("Ready");
+            w["metadata"]["annotations"][LAST_CHECKPOINT_NAME] = json!(snap);
+            paused = Some(w.clone());
+        });
+        if let Some(p) = paused {
+            self.lose_home_files(ctx, &p, &[], true);
+        }
+        Next::Done
     }
 
-    /// No snapshot: the pause goes through as upstream's (the resume will cold-start), marked
-    /// `checkpoint-state: Failed` until the resume (the real add-on's failure handling is
-    /// not documented; this is the simulator's choice).
-    fn give_up(&self, ctx: &Ctx, key: &ObjKey, ws: &Value, why: &str) -> Next {
+    /// The pod is gone: the pause goes through without a snapshot, as upstream's (the resume
+    /// will cold-start), marked `checkpoint-state: Failed` until the resume (upstream writes
+    /// `Ready` with no `last-checkpoint-name`; the mark is the simulator's).
+    fn no_pod(&self, ctx: &Ctx, key: &ObjKey) -> Next {
         update_ws(ctx, key, |w| {
             w["spec"]["paused"] = json!(true);
             clear_state(w);
             w["metadata"]["annotations"][CHECKPOINT_STATE] = json!("Failed");
         });
-        events::record(
-            ctx,
-            ws,
-            "Warning",
-            "CheckpointFailed",
-            &format!("pausing without a snapshot: {why}"),
-            COMPONENT,
-        );
         Next::Done
     }
 
