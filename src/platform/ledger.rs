@@ -121,6 +121,23 @@ impl Ledger {
         }
     }
 
+    /// The uid recorded for the object of kind `K` named `name` in `namespace`.
+    pub fn uid_of<K: kube::Resource<DynamicType = ()>>(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Option<&str> {
+        self.entries
+            .iter()
+            .find(|e| {
+                e.kind == K::kind(&())
+                    && e.group == K::group(&())
+                    && e.namespace.as_deref() == Some(namespace)
+                    && e.name == name
+            })
+            .and_then(|e| e.uid.as_deref())
+    }
+
     /// Checks a ledger read from a file (another machine wrote it, anyone may have edited
     /// it) before anything is removed: an entry without a uid (a real run records every
     /// uid it created), outside `namespace`, or cluster-scoped, and a taint that is not a

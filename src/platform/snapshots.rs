@@ -84,20 +84,71 @@ pub fn summarize(snaps: &[PodSnapshot]) -> Vec<String> {
         .collect()
 }
 
-/// Deletes every snapshot of the workspace (to force a cold start).
+/// Why the snapshots of a workspace were not deleted.
+#[derive(Debug, thiserror::Error)]
+pub enum DeleteSnapshotsError {
+    /// The Workspace is not this run's (labels, uid or namespace say so): its snapshots are
+    /// the platform's record of someone else's work, and left alone.
+    #[error(transparent)]
+    NotOurs(#[from] super::ownership::NotOurs),
+    #[error("the Workspace {namespace}/{name} is gone: no snapshots of it are deleted")]
+    NoWorkspace { namespace: String, name: String },
+    #[error(transparent)]
+    Namespace(#[from] super::target::TargetError),
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+}
+
+/// Deletes every snapshot of a workspace wsgate created (to force a cold start, as an
+/// upgrade that invalidates snapshots would). PodSnapshots carry GKE's labels, not
+/// wsgate's, so the rule is applied to the Workspace they belong to: it must live in an
+/// opted-in namespace, carry wsgate's labels of `claim` and, when known, have
+/// `workspace_uid`. Each snapshot is deleted with its uid as a precondition. Returns how
+/// many were deleted.
 pub async fn delete_all(
     client: &kube::Client,
+    claim: &super::ownership::Claim,
     namespace: &str,
     workspace: &str,
-) -> Result<usize, kube::Error> {
+    workspace_uid: Option<&str>,
+) -> Result<usize, DeleteSnapshotsError> {
+    use kube::api::Preconditions;
+    super::target::check_opt_in(client, namespace).await?;
+    let wsapi: Api<super::crd::Workspace> = Api::namespaced(client.clone(), namespace);
+    let Some(ws) = wsapi.get_opt(workspace).await? else {
+        return Err(DeleteSnapshotsError::NoWorkspace {
+            namespace: namespace.into(),
+            name: workspace.into(),
+        });
+    };
+    super::ownership::check_meta(
+        &format!("Workspace {namespace}/{workspace}"),
+        &ws.metadata,
+        claim,
+        workspace_uid,
+    )?;
     let api: Api<PodSnapshot> = Api::namespaced(client.clone(), namespace);
     let all = of_workspace(client, namespace, workspace).await?;
+    let mut deleted = 0;
     for s in &all {
-        if let Some(name) = &s.metadata.name {
-            super::idempotent::delete(&api, name, &DeleteParams::default()).await?;
+        let (Some(name), Some(uid)) = (&s.metadata.name, &s.metadata.uid) else {
+            continue;
+        };
+        let dp = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: Some(uid.clone()),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        match api.delete(name, &dp).await {
+            Ok(_) => deleted += 1,
+            // Gone already, or (409 on the uid) another object has the name now.
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+            Err(e) => return Err(e.into()),
         }
     }
-    Ok(all.len())
+    Ok(deleted)
 }
 
 /// The pod's `PodRestored` condition.

@@ -305,3 +305,77 @@ async fn a_drill_next_to_a_foreign_quota_or_token_touches_neither() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// Forcing a cold start deletes PodSnapshots, which carry GKE's labels and not wsgate's:
+/// the rule is applied to their Workspace, so the snapshots of a Workspace wsgate did not
+/// create (or of another run, or a Workspace whose uid is not the one recorded) stay.
+#[tokio::test]
+async fn snapshots_are_deleted_only_for_a_workspace_of_this_run() {
+    use wsgate::platform::crd::{PodSnapshot, Workspace};
+    use wsgate::platform::snapshots::{DeleteSnapshotsError, delete_all};
+    let sim = start_platform(|_| {}).await;
+    let client = sim.client().await.unwrap();
+    let pp = PostParams::default();
+    let wsapi: Api<Workspace> = Api::namespaced(client.clone(), NS);
+    let snaps: Api<PodSnapshot> = Api::namespaced(client.clone(), NS);
+    let mut uids = std::collections::BTreeMap::new();
+    for (name, labels) in [("mine", ours("r1")), ("theirs", json!({}))] {
+        let w: Workspace = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"paused": true, "kind": "jupyterlab-resumable", "podTemplate": {
+                "volumes": {"home": format!("{name}-home")},
+                "options": {"imageConfig": "jupyterlab-gpu", "podConfig": "gpu_t4_spot"}}}
+        }))
+        .unwrap();
+        let made = wsapi.create(&pp, &w).await.unwrap();
+        uids.insert(name, made.metadata.uid.unwrap());
+        let s: PodSnapshot = serde_json::from_value(json!({
+            "metadata": {"name": format!("{name}-snap"),
+                "labels": {"gke-pod-snapshot-triggered-by": format!("ws-{name}-trigger")}},
+            "spec": {"source": {"podName": format!("{name}-0")}},
+        }))
+        .unwrap();
+        snaps.create(&pp, &s).await.unwrap();
+    }
+    let names = || async {
+        let mut v: Vec<String> = snaps
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|s| s.metadata.deletion_timestamp.is_none())
+            .filter_map(|s| s.metadata.name)
+            .collect();
+        v.sort();
+        v
+    };
+    let r1 = Claim::Run("r1".into());
+    let err = delete_all(&client, &r1, NS, "theirs", None)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, DeleteSnapshotsError::NotOurs(_)), "{err}");
+    assert!(
+        err.to_string()
+            .contains("Workspace wsgate-test/theirs is not wsgate's"),
+        "{err}"
+    );
+    let err = delete_all(&client, &Claim::Run("r2".into()), NS, "mine", None)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, DeleteSnapshotsError::NotOurs(_)), "{err}");
+    let err = delete_all(&client, &r1, NS, "mine", Some("another-uid"))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("its uid is"), "{err}");
+    let err = delete_all(&client, &r1, "default", "mine", None)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, DeleteSnapshotsError::Namespace(_)), "{err}");
+    assert_eq!(names().await, ["mine-snap", "theirs-snap"]);
+    let n = delete_all(&client, &r1, NS, "mine", Some(&uids["mine"]))
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+    assert_eq!(names().await, ["theirs-snap"]);
+}

@@ -344,8 +344,8 @@ async fn lifecycle(sim: &SimHandle, client: &kube::Client) {
         namespace: NS.into(),
         name: "rbac-ws".into(),
         kind: "jupyterlab-resumable".into(),
-        image_config: "jupyter-pytorch-cuda-full:v1.10.0".into(),
-        pod_config: "gpu_t4".into(),
+        image_config: "jupyterlab-gpu".into(),
+        pod_config: "gpu_t4_spot".into(),
         home_pvc: "rbac-ws-home".into(),
         home_size: "1Gi".into(),
         labels: labels.clone(),
@@ -420,9 +420,18 @@ async fn lifecycle(sim: &SimHandle, client: &kube::Client) {
     }
     // The snapshot-cleanup step wakes on snapshot changes while some remain.
     wait::next_change(&snap_api, Some(&snap_labels), Duration::from_millis(200)).await;
-    let deleted = snapshots::delete_all(client, NS, &new.name)
-        .await
-        .or_fail("delete snapshots");
+    let ws_uid = ledger
+        .uid_of::<Workspace>(NS, &new.name)
+        .map(str::to_string);
+    let deleted = snapshots::delete_all(
+        client,
+        &Selection::Run(run_id.into()),
+        NS,
+        &new.name,
+        ws_uid.as_deref(),
+    )
+    .await
+    .or_fail("delete snapshots");
     assert!(deleted > 0);
 
     // The capacity squeeze, lifted; resume; restore evidence; a probe pod on the free GPU.

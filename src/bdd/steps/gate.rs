@@ -80,9 +80,16 @@ async fn no_secret(w: &mut WsWorld) -> StepResult {
 )]
 async fn invalidate(w: &mut WsWorld) -> StepResult {
     let state = prepared(w)?;
-    let n = snapshots::delete_all(&w.ctx.client, &state.namespace, &state.workspace)
-        .await
-        .map_err(|e| format!("cannot delete the prepared workspace's PodSnapshots: {e}"))?;
+    let claim = crate::platform::ownership::Claim::Run(state.run_id.clone());
+    let n = snapshots::delete_all(
+        &w.ctx.client,
+        &claim,
+        &state.namespace,
+        &state.workspace,
+        Some(&state.workspace_uid),
+    )
+    .await
+    .map_err(|e| format!("cannot delete the prepared workspace's PodSnapshots: {e}"))?;
     if n == 0 {
         return Err("the prepared workspace had no PodSnapshot to delete".into());
     }

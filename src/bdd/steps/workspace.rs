@@ -292,7 +292,11 @@ async fn snapshot_ready(w: &mut WsWorld) -> StepResult {
 #[when(expr = "the workspace's snapshots are deleted")]
 async fn delete_snapshots(w: &mut WsWorld) -> StepResult {
     let new = w.ws()?.clone();
-    snapshots::delete_all(&w.ctx.client, &new.namespace, &new.name)
+    let uid = w
+        .ledger
+        .uid_of::<crate::platform::crd::Workspace>(&new.namespace, &new.name);
+    let claim = crate::platform::ownership::Claim::Run(w.ctx.run_id.clone());
+    snapshots::delete_all(&w.ctx.client, &claim, &new.namespace, &new.name, uid)
         .await
         .map(|_| ())
         .map_err(|e| format!("cannot delete the PodSnapshots: {e}"))
