@@ -117,18 +117,19 @@ impl AttemptWatch {
     ///
     /// The budget counts from the resume request, or from the moment the workspace's pod
     /// was bound to a node if that came later: a resume that queued for a GPU is not
-    /// penalised for the queue. It is the caller's named budget; nothing here adds another.
+    /// penalised for the queue. The caller waits once the workspace is Running, so its pod
+    /// is bound; when this watch has not delivered the binding yet (it can lag behind the
+    /// Workspace watch when hundreds of pods change at once), the budget counts from the
+    /// call instead, never from the resume alone. It is the caller's named budget; nothing
+    /// here adds another.
     pub async fn wait_pod_restored(&self, workspace: &str, budget: Duration) -> PodRestoredSeen {
+        let called = Instant::now();
         loop {
             let changed = self.changed.notified();
             let (seen, deadline) = {
                 let log = self.log();
-                let from = log
-                    .resumed_at
-                    .into_iter()
-                    .chain(log.scheduled.get(workspace).copied())
-                    .max()
-                    .unwrap_or_else(Instant::now);
+                let bound = log.scheduled.get(workspace).copied().unwrap_or(called);
+                let from = log.resumed_at.map_or(bound, |r| r.max(bound));
                 (log.pod_restored(workspace), from + budget)
             };
             if seen.condition.is_some() || Instant::now() >= deadline {
