@@ -381,10 +381,22 @@ fn corroborate_identity(
             "different"
         }
     ));
+    if state == ProcessState::Restored && b.kernel_id != a.kernel_id {
+        contradictions.push(Contradiction::NonceButKernelChanged {
+            before: b.kernel_id.clone(),
+            after: a.kernel_id.clone(),
+        });
+    }
     if let (Some(x), Some(y)) = (&b.kernel_id_in_process, &a.kernel_id_in_process)
         && x != y
     {
         lines.push(format!("kernel id in the process: {x} before, {y} after"));
+        if state == ProcessState::Restored && b.kernel_id == a.kernel_id {
+            contradictions.push(Contradiction::NonceButKernelChanged {
+                before: x.clone(),
+                after: y.clone(),
+            });
+        }
     }
     let counter = if a.execution_count >= b.execution_count {
         "continues"
@@ -444,6 +456,10 @@ fn corroborate_model(
                     contradictions.push(Contradiction::ModelChanged {
                         what: "the weight hash differs".to_owned(),
                     });
+                } else if !same_object {
+                    contradictions.push(Contradiction::ModelChanged {
+                        what: "the model is a different object (reloaded, not restored)".to_owned(),
+                    });
                 } else if !output_equal {
                     contradictions.push(Contradiction::ModelChanged {
                         what: "the model's output differs".to_owned(),
@@ -462,9 +478,18 @@ fn corroborate_model(
                 });
             }
         }
-        (Some(x), None) => lines.push(format!(
-            "GPU memory allocated: {x} bytes before, not reported after"
-        )),
+        (Some(x), None) => {
+            lines.push(format!(
+                "GPU memory allocated: {x} bytes before, not reported after"
+            ));
+            // Device memory held before the pause must still be held by a restored process.
+            if state == ProcessState::Restored && x > 0 {
+                contradictions.push(Contradiction::GpuMemoryChanged {
+                    before: x,
+                    after: 0,
+                });
+            }
+        }
         _ => {}
     }
 }

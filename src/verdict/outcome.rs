@@ -81,6 +81,8 @@ pub enum Contradiction {
     },
     /// The nonce survived, but the PID changed.
     NonceButPidChanged { before: u32, after: u32 },
+    /// The nonce survived, but the kernel is another one (its id changed).
+    NonceButKernelChanged { before: String, after: String },
     /// The nonce survived, but the model in memory is not the same (`what` says how).
     ModelChanged { what: String },
     /// The nonce survived, but the ticker thread is not running any more.
@@ -99,13 +101,15 @@ impl Contradiction {
             Contradiction::NonceOnDisk { .. }
             | Contradiction::NonceDiffers
             | Contradiction::NonceButNoPlatformRestore
-            | Contradiction::ModelChanged { .. } => true,
+            | Contradiction::ModelChanged { .. }
+            // A nonce read back with any identity changed is not a restore of this process.
+            | Contradiction::NonceButPidChanged { .. }
+            | Contradiction::NonceButKernelChanged { .. }
+            | Contradiction::GpuMemoryChanged { .. } => true,
             Contradiction::PidEqualButNonceGone { same_start_time } => *same_start_time,
             Contradiction::PlatformClaimsRestoreButNonceGone
             | Contradiction::SnapshotNameMismatch { .. }
-            | Contradiction::NonceButPidChanged { .. }
             | Contradiction::TickerStopped
-            | Contradiction::GpuMemoryChanged { .. }
             | Contradiction::FileSourcesDisagree { .. } => false,
         }
     }
@@ -160,6 +164,10 @@ impl fmt::Display for Contradiction {
             Contradiction::NonceButPidChanged { before, after } => write!(
                 f,
                 "the nonce survived, but the PID changed from {before} to {after}"
+            ),
+            Contradiction::NonceButKernelChanged { before, after } => write!(
+                f,
+                "the nonce survived, but the kernel id changed from {before} to {after}"
             ),
             Contradiction::ModelChanged { what } => {
                 write!(f, "the nonce survived, but the model did not: {what}")

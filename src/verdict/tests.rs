@@ -367,20 +367,78 @@ fn restored_with_a_changed_model_is_inconclusive() {
 }
 
 #[test]
-fn restored_with_changed_gpu_memory_or_a_stopped_ticker_is_noted() {
-    let mut b = before();
-    b.kernel.as_mut().unwrap().gpu_memory_allocated = Some(6_000_000_000);
+fn a_stopped_ticker_under_a_surviving_nonce_is_noted_beside_restored() {
     let mut after = restored_after();
-    let k = after.kernel.as_mut().unwrap();
-    k.gpu_memory_allocated = Some(5_000_000_000);
-    k.ticker.as_mut().unwrap().alive = false;
-    let v = decide(&b, &after, &PlatformEvidence::not_observed());
+    after
+        .kernel
+        .as_mut()
+        .unwrap()
+        .ticker
+        .as_mut()
+        .unwrap()
+        .alive = false;
+    let v = decide(&before(), &after, &PlatformEvidence::not_observed());
     assert_eq!(v.kind, VerdictKind::Restored, "{v}");
-    assert!(has(&v, |c| matches!(
-        c,
-        Contradiction::GpuMemoryChanged { .. }
-    )));
     assert!(has(&v, |c| *c == Contradiction::TickerStopped));
+}
+
+/// Each identity change under a nonce that was read back: before, each of these evidence
+/// sets was called Restored. Now each is Inconclusive, naming the change.
+#[test]
+fn a_surviving_nonce_with_any_identity_change_is_inconclusive_naming_it() {
+    let gpu_before = || {
+        let mut b = before();
+        b.kernel.as_mut().unwrap().gpu_memory_allocated = Some(6_000_000_000);
+        b
+    };
+    type Change = fn(&mut KernelEvidence);
+    let cases: [(&str, Change, &str); 6] = [
+        ("pid", |k| k.pid += 1, "the PID changed"),
+        (
+            "kernel id",
+            |k| k.kernel_id = "another-kernel".into(),
+            "the kernel id changed",
+        ),
+        (
+            "kernel id in the process",
+            |k| k.kernel_id_in_process = Some("another-kernel".into()),
+            "the kernel id changed",
+        ),
+        (
+            "model object",
+            |k| k.model.as_mut().unwrap().object_id += 1,
+            "a different object",
+        ),
+        (
+            "gpu memory",
+            |k| k.gpu_memory_allocated = Some(5_000_000_000),
+            "allocated GPU memory changed",
+        ),
+        (
+            "gpu memory gone",
+            |k| k.gpu_memory_allocated = None,
+            "allocated GPU memory changed from 6000000000 to 0",
+        ),
+    ];
+    for (what, change, says) in cases {
+        let mut b = gpu_before();
+        b.kernel.as_mut().unwrap().kernel_id_in_process =
+            Some(b.kernel.as_ref().unwrap().kernel_id.clone());
+        let mut after = restored_after();
+        {
+            let k = after.kernel.as_mut().unwrap();
+            k.gpu_memory_allocated = Some(6_000_000_000);
+            k.kernel_id_in_process = Some(k.kernel_id.clone());
+        }
+        // Unchanged, the same evidence is Restored.
+        let v = decide(&b, &after, &PlatformEvidence::not_observed());
+        assert_eq!(v.kind, VerdictKind::Restored, "{what}: {v}");
+        change(after.kernel.as_mut().unwrap());
+        let v = decide(&b, &after, &PlatformEvidence::not_observed());
+        assert_eq!(v.kind, VerdictKind::Inconclusive, "{what}: {v}");
+        let reason = v.reason.clone().unwrap_or_default();
+        assert!(reason.contains(says), "{what}: {reason}");
+    }
 }
 
 #[test]
@@ -603,9 +661,10 @@ fn check_rules(
     };
     assert_eq!(v.process, expected_process, "{case}");
 
-    // Restored needs: equal nonce, files read back intact, a clean disk, the same model,
-    // and no platform that saw no restore.
+    // Restored needs: equal nonce, the same process (PID), files read back intact, a clean
+    // disk, the same model, and no platform that saw no restore.
     let restored_ok = m == MarkerAfter::Equal
+        && id != Ident::NewPid
         && f == Files::Intact
         && !on_disk
         && md == Model::Same
