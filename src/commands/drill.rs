@@ -87,7 +87,7 @@ pub async fn drill(args: DrillArgs) -> Result<i32, CommandError> {
         args.reports.as_deref(),
         &args.set,
     )?;
-    let cfg = resolved.config;
+    let mut cfg = resolved.config;
     let run_id = super::run::new_run_id();
     let retry = crate::platform::retry::RetryPolicy::from_config(&cfg.api);
     let (client, sim, quota, sample_annotations) = match cfg.target.kind {
@@ -133,6 +133,9 @@ pub async fn drill(args: DrillArgs) -> Result<i32, CommandError> {
         }
     };
     target::check_opt_in(&client, &cfg.target.namespace).await?;
+    if let Some(picked) = crate::platform::options::settle(&client, &mut cfg).await? {
+        say(&picked);
+    }
     let expires = chrono::Utc::now() + chrono::Duration::hours(i64::from(cfg.run.expiry_hours));
     let plan = DrillPlan {
         workspaces: args.workspaces,

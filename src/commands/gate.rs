@@ -111,7 +111,10 @@ pub async fn gate(args: GateArgs) -> Result<i32, CommandError> {
 }
 
 async fn prepare(args: PrepareArgs) -> Result<i32, CommandError> {
-    let (cfg, client, server) = connect(&args.common).await?;
+    let (mut cfg, client, server) = connect(&args.common).await?;
+    if let Some(picked) = crate::platform::options::settle(&client, &mut cfg).await? {
+        say(&picked);
+    }
     let opts = PrepareOptions {
         run_id: format!("gate-{}", super::run::random_hex(4)),
         expires_in: chrono::Duration::hours(i64::from(args.expires_in_hours)),

@@ -43,6 +43,8 @@ pub enum CommandError {
     Gate(Box<crate::gate::GateError>),
     #[error(transparent)]
     GateState(#[from] crate::gate::StateError),
+    #[error(transparent)]
+    Options(#[from] crate::platform::options::OptionsError),
     #[error("cannot {what}")]
     Io {
         what: &'static str,
@@ -74,6 +76,7 @@ impl CommandError {
             CommandError::Probe(e) => e.exit_code(),
             CommandError::Gate(e) => e.exit_code(),
             CommandError::GateState(_) => exit_code::USAGE,
+            CommandError::Options(e) => e.exit_code(),
         }
     }
 }

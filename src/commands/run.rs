@@ -107,7 +107,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
         print_plan(&resolved);
         return Ok(crate::exit_code::SUCCESS);
     }
-    let cfg = resolved.config.clone();
+    let mut cfg = resolved.config.clone();
     let features = std::path::PathBuf::from("features");
     // Check the features before anything is started or created.
     crate::bdd::features::check(&features).map_err(crate::bdd::SuiteError::Features)?;
@@ -140,6 +140,9 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
         cfg.target.namespace,
         target::OPT_IN_LABEL
     );
+    if let Some(picked) = crate::platform::options::settle(&client, &mut cfg).await? {
+        println!("{picked}");
+    }
     let ctx = std::sync::Arc::new(crate::bdd::RunContext {
         client,
         run_id: new_run_id(),

@@ -11,6 +11,8 @@ use super::schema::closest;
 pub(crate) enum Kind {
     /// Non-empty text.
     Text,
+    /// A WorkspaceKind option id, or empty to let wsgate pick one from the kind.
+    OptionId,
     /// A filesystem path (non-empty text).
     Path,
     /// One string of a closed set.
@@ -45,6 +47,9 @@ impl Kind {
     pub fn expected(&self) -> String {
         match self {
             Kind::Text => "a non-empty string".into(),
+            Kind::OptionId => {
+                "an option id of the WorkspaceKind, or \"\" to let wsgate pick".into()
+            }
             Kind::Path => "a path (a non-empty string)".into(),
             Kind::OneOf(set) => format!("one of {}", quoted(set)),
             Kind::Bool => "true or false".into(),
@@ -93,6 +98,9 @@ impl Kind {
         ) {
             return None;
         }
+        if matches!(self, Kind::OptionId) && s.is_empty() {
+            return Some(Ok(()));
+        }
         if s.trim().is_empty() {
             return match self {
                 Kind::TagExpr | Kind::Regex => {
@@ -105,7 +113,7 @@ impl Kind {
             return invalid("must be one line without control characters".into());
         }
         match self {
-            Kind::Text | Kind::Path => Some(Ok(())),
+            Kind::Text | Kind::Path | Kind::OptionId => Some(Ok(())),
             Kind::OneOf(set) if set.contains(&s) => Some(Ok(())),
             Kind::OneOf(set) => {
                 let near = closest(s, set.iter().copied())

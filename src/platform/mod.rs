@@ -10,6 +10,7 @@ pub mod idempotent;
 pub mod idle;
 pub mod janitor;
 pub mod ledger;
+pub mod options;
 pub mod ownership;
 pub mod pause;
 pub mod rbac;

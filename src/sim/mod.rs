@@ -4,6 +4,7 @@
 //! The harness never imports this module; only `wsgate sim`, `wsgate run` (when no cluster
 //! target is named) and the tests start it.
 
+pub mod admission;
 pub mod api;
 pub mod bucket;
 pub mod controllers;

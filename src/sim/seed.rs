@@ -1,7 +1,9 @@
 //! The objects a simulated GKE Workspaces cluster starts with: nodes from the profile's
-//! pools, the `jupyterlab-resumable` WorkspaceKind (snapshot-enabled), a plain `jupyterlab`
-//! kind without snapshots, and the PodSnapshotStorageConfig. Both kinds carry the GKE kind's
-//! 14400 s catch-all idle rule and, before it, a 1600 s rule for the `gpu_t4_idle` podConfig.
+//! pools, gke-labs/workspaces' `jupyterlab-resumable` WorkspaceKind (snapshot-enabled by its
+//! annotations) and its plain `jupyterlab` kind, with their options, filterRules and activity
+//! rules as upstream defines them; the add-on's Deployment; and the PodSnapshotStorageConfig.
+//! The one simulator addition is the `gpu_t4_spot_idle` option of the resumable kind and the
+//! short activity rule before the kind's 14400 s catch-all, for idle.feature.
 
 use serde_json::{Value, json};
 
@@ -70,85 +72,314 @@ pub fn nodes(profile: &SimProfile) -> Vec<Value> {
     out
 }
 
-fn pod_configs() -> Value {
-    json!({
-        "spawner": {"default": "gpu_t4"},
-        "values": [
-            {"id": "tiny_cpu", "spawner": {"displayName": "Tiny CPU", "description": "100m CPU, 128Mi"},
-             "spec": {"resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}},
-            {"id": "gpu_t4", "spawner": {"displayName": "1x NVIDIA T4", "description": "4 CPU, 16Gi, one T4",
-              "labels": [{"key": "gpu", "value": "nvidia-tesla-t4"}]},
-             "spec": {
-                "nodeSelector": {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"},
-                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-                "resources": {"requests": {"cpu": "4", "memory": "16Gi"}, "limits": {"nvidia.com/gpu": 1}}}},
-            // The same T4, under the short idle rule of `activity_rules` (idle.feature):
-            // only Workspaces that choose this option can be paused for inactivity quickly.
-            {"id": IDLE_POD_CONFIG, "spawner": {"displayName": "1x NVIDIA T4, short idle pause",
-              "description": "4 CPU, 16Gi, one T4; paused after 1600 s without activity",
-              "labels": [{"key": "gpu", "value": "nvidia-tesla-t4"}, {"key": IDLE_LABEL.0, "value": IDLE_LABEL.1}]},
-             "spec": {
-                "nodeSelector": {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"},
-                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-                "resources": {"requests": {"cpu": "4", "memory": "16Gi"}, "limits": {"nvidia.com/gpu": 1}}}}
-        ]
-    })
+/// A spawner label list (`[{key, value}]`) from pairs.
+fn spawner_labels(pairs: &[(&str, &str)]) -> Value {
+    Value::Array(
+        pairs
+            .iter()
+            .map(|(k, v)| json!({"key": k, "value": v}))
+            .collect(),
+    )
 }
 
-/// The podConfig option whose Workspaces the short idle rule pauses.
-pub const IDLE_POD_CONFIG: &str = "gpu_t4_idle";
+/// A CPU podConfig option of the upstream kinds.
+fn cpu_pod(
+    id: &str,
+    name: &str,
+    description: &str,
+    label: (&str, &str),
+    resources: Value,
+) -> Value {
+    json!({"id": id,
+        "spawner": {"displayName": name, "description": description,
+            "labels": spawner_labels(&[("accelerator", "cpu"), ("cpu", label.0), ("memory", label.1)])},
+        "spec": {"affinity": {}, "resources": resources}})
+}
+
+/// The one-T4 spot option as upstream defines it: the GKE compute class selects the node
+/// (GKE adds the GPU toleration itself, see the API server's admission), 12 CPU and 40Gi
+/// because GKE copies the GPU's state through process memory on a checkpoint.
+fn gpu_t4_spot(id: &str, name: &str, description: &str, extra_labels: &[(&str, &str)]) -> Value {
+    let mut labels = vec![("accelerator", "gpu"), ("cpu", "12"), ("memory", "40Gi")];
+    labels.extend_from_slice(extra_labels);
+    json!({"id": id,
+        "spawner": {"displayName": name, "description": description, "labels": spawner_labels(&labels)},
+        "spec": {
+            "nodeSelector": {COMPUTE_CLASS_LABEL: T4_COMPUTE_CLASS},
+            "resources": {"requests": {"cpu": "12", "memory": "40Gi"},
+                          "limits": {"cpu": "12", "memory": "40Gi", "nvidia.com/gpu": "1"}}}})
+}
+
+/// The podConfig options of gke-labs/workspaces' kinds (in the upstream order), plus, for
+/// the resumable kind, the simulator's one addition [`IDLE_POD_CONFIG`].
+fn pod_configs(resumable: bool) -> Value {
+    let mut values = vec![
+        cpu_pod(
+            "tiny_cpu",
+            "Tiny CPU",
+            "Pod with 0.1 CPU, 128 Mb RAM",
+            ("100m", "128Mi"),
+            json!({"requests": {"cpu": "100m", "memory": "128Mi"}}),
+        ),
+        cpu_pod(
+            "medium_cpu",
+            "Medium CPU",
+            "Pod with 2 CPU, 4 GB RAM",
+            ("2", "4Gi"),
+            json!({"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}}),
+        ),
+        cpu_pod(
+            "small_cpu",
+            "Small CPU",
+            "Pod with 1 CPU, 4 GB RAM",
+            ("1000m", "4Gi"),
+            json!({"requests": {"cpu": "1000m", "memory": "2Gi"}, "limits": {"cpu": "2000m", "memory": "4Gi"}}),
+        ),
+        gpu_t4_spot(
+            T4_POD_CONFIG,
+            "GPU T4 Spot",
+            "Pod with 1 T4 GPU (16 GB VRAM), 12 CPU, 40 GB RAM",
+            &[],
+        ),
+    ];
+    if resumable {
+        // Simulator only: the same T4 under a short activity rule, for idle.feature.
+        values.push(gpu_t4_spot(
+            IDLE_POD_CONFIG,
+            "GPU T4 Spot, short idle pause (simulator)",
+            "GPU T4 Spot, paused after 1600 s without activity; not in the upstream kind",
+            &[(IDLE_LABEL.0, IDLE_LABEL.1)],
+        ));
+    } else {
+        values.push(json!({"id": "tpu_1",
+            "spawner": {"displayName": "TPU v5 1x1", "description": "Pod with 1 TPU v5 lite chip",
+                "labels": spawner_labels(&[("accelerator", "tpu")])},
+            "spec": {"nodeSelector": {COMPUTE_CLASS_LABEL: "tpu-v5-1-single-host"},
+                "resources": {"requests": {"cpu": "20", "memory": "40Gi"},
+                              "limits": {"cpu": "20", "memory": "40Gi", "google.com/tpu": "1"}}}}));
+    }
+    json!({"spawner": {"default": "small_cpu"}, "values": values})
+}
+
+/// An imageConfig option of the upstream kinds: JupyterLab on port 8888.
+fn image(id: &str, name: &str, description: &str, labels: &[(&str, &str)], image: &str) -> Value {
+    json!({"id": id,
+        "spawner": {"displayName": name, "description": description, "labels": spawner_labels(labels)},
+        "spec": {"image": image, "imagePullPolicy": "IfNotPresent", "ports": [{"id": "jupyterlab", "port": 8888}]}})
+}
+
+/// The imageConfig options. Upstream leaves the CPU and GPU images as placeholders for the
+/// user's own build (`images/jupyterlab/Dockerfile.gpu` is FROM Kubeflow's
+/// jupyter-pytorch-cuda-full v1.11.0): the simulator names those Kubeflow images.
+fn image_configs(resumable: bool) -> Value {
+    let mut values = vec![
+        image(
+            "jupyterlab-cpu",
+            "jupyterlab (CPU)",
+            "JupyterLab with SciPy, JAX (CPU), and Kubeflow Spark SDK",
+            &[("python_version", "3.12.9"), ("accelerator", "cpu")],
+            "ghcr.io/kubeflow/kubeflow/notebook-servers/jupyter-scipy:v1.11.0",
+        ),
+        image(
+            T4_IMAGE_CONFIG,
+            "jupyterlab (GPU)",
+            "JupyterLab with PyTorch (CUDA 13.0), JAX (CUDA), Transformers, and Kubeflow Spark SDK",
+            &[
+                ("python_version", "3.12.13"),
+                ("pytorch_version", "2.12.0"),
+                ("cuda_version", "13.0"),
+                ("nccl_version", "2.29.7"),
+                ("accelerator", "gpu"),
+            ],
+            "ghcr.io/kubeflow/kubeflow/notebook-servers/jupyter-pytorch-cuda-full:v1.11.0",
+        ),
+    ];
+    if !resumable {
+        values.push(image(
+            "jupyterlab-tpu",
+            "jupyterlab (TPU)",
+            "JupyterLab with TPU JAX (libtpu) and Kubeflow Spark SDK",
+            &[("python_version", "3.12.9"), ("accelerator", "tpu")],
+            "ghcr.io/kubeflow/kubeflow/notebook-servers/jupyter-jax-tpu:v1.11.0",
+        ));
+    }
+    values.push(image(
+        "jupyter-scipy:v1.10.0",
+        "jupyter-scipy:v1.10.0 (Upstream)",
+        "Upstream JupyterLab with SciPy Packages",
+        &[("python_version", "3.12.9"), ("accelerator", "cpu")],
+        "ghcr.io/kubeflow/kubeflow/notebook-servers/jupyter-scipy:v1.10.0",
+    ));
+    json!({"spawner": {"default": "jupyterlab-cpu"}, "values": values})
+}
+
+/// One filterRule: both conditions must hold; it hides the option in the UI and the
+/// backend denies it with `text`.
+fn filter_rule(scope: &str, on: &str, this: &str, accel: &str, text: &str) -> Value {
+    json!({"scope": scope,
+        "match": [
+            {on: {"selector": {"matchLabels": {"accelerator": accel}}}},
+            {this: {"selector": {"matchExpressions": [{"key": "accelerator", "operator": "NotIn", "values": [accel]}]}}},
+        ],
+        "effect": {"ui": {"hide": true}, "api": {"deny": true, "denyMessage": {"text": text}}}})
+}
+
+/// The kinds' filterRules: a GPU image on a CPU pod option and the reverse are denied (and,
+/// for the plain kind, the same for TPUs).
+fn filter_rules(resumable: bool) -> Value {
+    let (img, pod) = ("matchImageConfig", "matchPodConfig");
+    let mut rules = vec![filter_rule(
+        "IMAGE_CONFIG",
+        pod,
+        img,
+        "cpu",
+        if resumable {
+            "This image requires an accelerator (GPU) pod, but a CPU pod was selected."
+        } else {
+            "This image requires an accelerator (GPU or TPU) pod, but a CPU pod was selected."
+        },
+    )];
+    rules.push(filter_rule(
+        "IMAGE_CONFIG",
+        pod,
+        img,
+        "gpu",
+        "This image is not built for CUDA GPUs; please select a GPU-enabled image.",
+    ));
+    if !resumable {
+        rules.push(filter_rule(
+            "IMAGE_CONFIG",
+            pod,
+            img,
+            "tpu",
+            "This image is not built for TPUs (missing libtpu); please select a TPU-enabled image.",
+        ));
+    }
+    rules.push(filter_rule(
+        "POD_CONFIG",
+        img,
+        pod,
+        "cpu",
+        if resumable {
+            "A CPU image cannot be scheduled on an accelerator (GPU) pod."
+        } else {
+            "A CPU image cannot be scheduled on an accelerator (GPU or TPU) pod."
+        },
+    ));
+    rules.push(filter_rule(
+        "POD_CONFIG",
+        img,
+        pod,
+        "gpu",
+        "A GPU image requires a GPU pod.",
+    ));
+    if !resumable {
+        rules.push(filter_rule(
+            "POD_CONFIG",
+            img,
+            pod,
+            "tpu",
+            "A TPU image requires a TPU pod.",
+        ));
+    }
+    Value::Array(rules)
+}
+
+/// The node label a GKE ComputeClass gives its nodes, and the class the T4 option selects.
+pub const COMPUTE_CLASS_LABEL: &str = "cloud.google.com/compute-class";
+pub const T4_COMPUTE_CLASS: &str = "gpu-t4-spot";
+/// The upstream GPU options of the resumable kind.
+pub const T4_POD_CONFIG: &str = "gpu_t4_spot";
+pub const T4_IMAGE_CONFIG: &str = "jupyterlab-gpu";
+/// Simulator only: the podConfig option whose Workspaces the short idle rule pauses.
+pub const IDLE_POD_CONFIG: &str = "gpu_t4_spot_idle";
 /// The spawner label that selects it in `activityRules[].match.matchPodConfig`.
 pub const IDLE_LABEL: (&str, &str) = ("idle-pause", "short");
 
-/// First match wins (kubeflow-workspaces.md §5): the short rule for the podConfig labelled
-/// [`IDLE_LABEL`] (1600 s, at least 2x the probe interval, so the webhook would not warn),
-/// then the catch-all of the GKE `jupyterlab-resumable` kind (14400 s), which stays last.
+/// Upstream's rule pauses after `catch_all` seconds without activity (resumable: 14400 s,
+/// plain: 86400 s). The simulator puts one rule before it on the resumable kind: the podConfig
+/// labelled [`IDLE_LABEL`] is paused after 1600 s (at least 2x the probe interval, so the
+/// webhook would not warn), for idle.feature (first match wins, kubeflow-workspaces.md §5).
 ///
 /// The short rule has `minRunningSeconds: 600`: a Jupyter server restored from a snapshot
 /// reports its pre-pause `last_activity`, so the first probe after a resume (activity was
 /// reset on entering Running) finds it long idle, and without a minimum running time the
 /// Workspace is paused again at once, before anyone can reconnect (idle.feature found this).
-fn activity_rules() -> Value {
+fn activity_rules(resumable: bool) -> Value {
+    let catch_all = json!({"config": {"secondsSinceActive": if resumable { 14400 } else { 86400 }},
+        "match": {}, "effect": {"pauseWorkspace": true}});
+    if !resumable {
+        return json!([catch_all]);
+    }
     json!([
         {"match": {"matchPodConfig": {"selector": {"matchLabels": {(IDLE_LABEL.0): IDLE_LABEL.1}}}},
          "config": {"secondsSinceActive": 1600, "minRunningSeconds": 600},
          "effect": {"pauseWorkspace": true}},
-        {"config": {"secondsSinceActive": 14400, "minRunningSeconds": 0}, "effect": {"pauseWorkspace": true}}
+        catch_all
     ])
 }
 
-fn workspace_kind(name: &str, snapshots: bool) -> Value {
+/// gke-labs/workspaces' `jupyterlab-resumable` (examples/resumable-notebooks/manifests/
+/// workspacekind-resumable.yaml) and `jupyterlab` (images/workspacekinds/jupyterlab.yaml)
+/// kinds, as upstream writes them, with the additions named in [`pod_configs`] and
+/// [`activity_rules`].
+fn workspace_kind(name: &str, resumable: bool) -> Value {
     let mut annotations = json!({});
-    if snapshots {
+    if resumable {
         annotations[SNAPSHOT_ENABLED] = json!("true");
+        annotations[STORAGE_CONFIG_KIND_ANNOTATION] = json!(STORAGE_CONFIG);
     }
+    let prefix = "{{ httpPathPrefix \"jupyterlab\" }}";
     json!({
         "metadata": {"name": name, "annotations": annotations},
         "spec": {
             "spawner": {
-                "displayName": if snapshots { "JupyterLab (resumable)" } else { "JupyterLab" },
-                "description": "JupyterLab with PyTorch and CUDA",
+                "displayName": if resumable { "JupyterLab Notebook (Resumable)" } else { "JupyterLab Notebook" },
+                "description": if resumable {
+                    "A Workspace which runs JupyterLab in a Pod with stateful pause and resume support"
+                } else {
+                    "A Workspace which runs JupyterLab in a Pod"
+                },
                 "icon": {"url": "https://jupyter.org/assets/favicons/apple-touch-icon-152x152.png"},
-                "logo": {"url": "https://jupyter.org/assets/logos/rectanglelogo-greytext-orangebody-greymoons.svg"}
+                "logo": {"url": "https://upload.wikimedia.org/wikipedia/commons/3/38/Jupyter_logo.svg"}
             },
+            "filterRules": filter_rules(resumable),
+            "activityRules": activity_rules(resumable),
             "podTemplate": {
+                "podMetadata": {"labels": {}, "annotations": {}},
+                "serviceAccount": {"clusterRoles": [{"name": "kubeflow-edit"}]},
+                "activityProbe": {"minProbeIntervalSeconds": 100, "probeIntervalSeconds": 300,
+                    "jupyter": {"lastActivity": true, "portId": "jupyterlab"}},
+                "probes": {
+                    "startupProbe": {"tcpSocket": {"port": 8888}, "periodSeconds": 5, "failureThreshold": 60},
+                    "readinessProbe": {"tcpSocket": {"port": 8888}, "periodSeconds": 5}
+                },
                 "volumeMounts": {"home": "/home/jovyan"},
-                "ports": [{"id": "jupyterlab", "protocol": "HTTP", "defaultDisplayName": "JupyterLab", "httpProxy": {"removePathPrefix": false}}],
-                "extraEnv": [{"name": "NB_PREFIX", "value": "{{ httpPathPrefix \"jupyterlab\" }}"}],
-                "activityProbe": {"jupyter": {"lastActivity": true, "portId": "jupyterlab"}, "minProbeIntervalSeconds": 100, "probeIntervalSeconds": 300},
+                "ports": [{"id": "jupyterlab", "defaultDisplayName": "JupyterLab", "protocol": "HTTP",
+                    "httpProxy": {"removePathPrefix": false, "requestHeaders": {}}}],
+                "extraEnv": [
+                    {"name": "NB_PREFIX", "value": prefix},
+                    {"name": "JUPYTERHUB_SERVICE_PREFIX", "value": prefix},
+                    {"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"},
+                    {"name": "PATH", "value": "/home/jovyan/.local/bin:/usr/local/nvidia/bin:/usr/local/cuda/bin:/opt/conda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+                    {"name": "GCS_BUCKET", "value": "wsgate-sim-snapshots"}
+                ],
+                "extraVolumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+                "extraVolumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
+                "securityContext": {"fsGroup": 100, "seccompProfile": {"type": "RuntimeDefault"}},
+                "containerSecurityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]},
+                    "runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
                 "options": {
-                    "imageConfig": {
-                        "spawner": {"default": "jupyter-pytorch-cuda-full:v1.10.0"},
-                        "values": [{"id": "jupyter-pytorch-cuda-full:v1.10.0", "spawner": {"displayName": "PyTorch CUDA v1.10.0"},
-                                    "spec": {"image": "ghcr.io/kubeflow/notebooks/jupyter-pytorch-cuda-full:v1.10.0", "ports": [{"id": "jupyterlab", "port": 8888}]}}]
-                    },
-                    "podConfig": pod_configs()
+                    "imageConfig": image_configs(resumable),
+                    "podConfig": pod_configs(resumable)
                 }
-            },
-            "activityRules": activity_rules()
+            }
         }
     })
 }
+
+/// The kind annotation naming the PodSnapshotStorageConfig.
+pub const STORAGE_CONFIG_KIND_ANNOTATION: &str = "podsnapshot.gke.kubeflow.org/storage-config";
 
 /// Creates the nodes, WorkspaceKinds and storage config in a fresh store.
 /// Where GKE Workspaces runs its snapshot add-on.

@@ -213,6 +213,7 @@ impl SimHandle {
                 };
                 super::seed::seed(&store, &platform.profile);
                 store.add_admission(Box::new(controllers::quota::admit));
+                store.add_mutation(Box::new(super::admission::mutate));
                 store.add_mutation(Box::new(controllers::addon::webhook::mutate));
                 store.enable_graceful_pod_deletion();
                 let ctx = Ctx {

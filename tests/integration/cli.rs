@@ -1,7 +1,7 @@
 //! The `wsgate` binary as a user runs it: help, exit codes, dry-run, bad config, and the
 //! target checks (no context, unreachable server, wrong token, namespace not opted in).
 
-use crate::common::{start_sim, text, wsgate};
+use crate::common::{start_platform, start_sim, text, wsgate};
 
 #[test]
 fn readme_exit_code_table_matches_the_code() {
@@ -129,7 +129,8 @@ fn unreachable_cluster_and_bad_kubeconfig_exit_with_target_code() {
 
 #[tokio::test]
 async fn wrong_token_and_namespace_without_opt_in_are_refused() {
-    let sim = start_sim().await;
+    // With the platform: an opted-in run checks the kind's options before the suite.
+    let sim = start_platform(|_| {}).await;
     let dir = tempfile::tempdir().unwrap();
     let kc = dir.path().join("kc.yaml");
     sim.write_kubeconfig(&kc).unwrap();
@@ -318,6 +319,8 @@ fn doctor_checks_the_embedded_simulator_and_passes() {
         "snapshot add-on",
         "snapshot storage",
         "WorkspaceKind jupyterlab-resumable",
+        "add-on tenant namespaces",
+        "network policies",
         "GPU node pool",
         "namespace wsgate-test",
         "RBAC of the current identity",
@@ -344,7 +347,7 @@ fn doctor_names_what_is_missing_and_how_to_fix_it() {
     assert!(out.contains("WorkspaceKind jupyterlab"), "{out}");
     assert!(out.contains("pause will not snapshot"), "{out}");
     assert!(
-        out.contains("podConfig \"gpu_a100\" is not offered"),
+        out.contains("podConfig \"gpu_a100\" is not an option of WorkspaceKind jupyterlab"),
         "{out}"
     );
     assert!(out.contains("fix: fix the WorkspaceKind"), "{out}");

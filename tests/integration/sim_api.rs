@@ -23,7 +23,7 @@ fn workspace(name: &str) -> Workspace {
         "metadata": {"name": name, "labels": {"app": "nb", "tier": "gold"}},
         "spec": {"paused": false, "kind": "jupyterlab-resumable", "podTemplate": {
             "volumes": {"home": format!("{name}-home")},
-            "options": {"imageConfig": "jupyterlab-cpu", "podConfig": "gpu_t4"}}}
+            "options": {"imageConfig": "jupyterlab-cpu", "podConfig": "gpu_t4_spot"}}}
     }))
     .unwrap()
 }
@@ -62,7 +62,7 @@ async fn workspace_crud_and_version() {
         "{err:?}"
     );
     let got = api.get("ws-a").await.unwrap();
-    assert_eq!(got.spec.pod_template.options.pod_config, "gpu_t4");
+    assert_eq!(got.spec.pod_template.options.pod_config, "gpu_t4_spot");
     assert!(api.get_opt("missing").await.unwrap().is_none());
     let mut replaced = got.clone();
     replaced.spec.paused = true;

@@ -65,7 +65,7 @@ async fn create_workspace(client: &kube::Client, name: &str, fault: Option<&str>
         "metadata": {"name": name, "annotations": annotations},
         "spec": {"paused": false, "kind": "jupyterlab-resumable", "podTemplate": {
             "volumes": {"home": format!("{name}-home")},
-            "options": {"imageConfig": "jupyter-pytorch-cuda-full:v1.10.0", "podConfig": "gpu_t4"}}}
+            "options": {"imageConfig": "jupyterlab-gpu", "podConfig": "gpu_t4_spot"}}}
     }))
     .unwrap();
     Api::<Workspace>::namespaced(client.clone(), NS)

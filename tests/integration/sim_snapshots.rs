@@ -176,7 +176,7 @@ async fn create_workspace(a: &Apis, sim: &SimHandle, name: &str, faults: &str) {
         "metadata": {"name": name, "annotations": annotations},
         "spec": {"paused": false, "kind": "jupyterlab-resumable", "podTemplate": {
             "volumes": {"home": format!("{name}-home")},
-            "options": {"imageConfig": "jupyter-pytorch-cuda-full:v1.10.0", "podConfig": "gpu_t4"}}}
+            "options": {"imageConfig": "jupyterlab-gpu", "podConfig": "gpu_t4_spot"}}}
     }))
     .unwrap();
     a.ws.create(&PostParams::default(), &w).await.unwrap();

@@ -57,7 +57,7 @@ fn workspace(name: &str, kind: &str, pod_config: &str, home: Option<&str>) -> Wo
         "metadata": {"name": name},
         "spec": {"paused": false, "kind": kind, "podTemplate": {
             "volumes": volumes,
-            "options": {"imageConfig": "jupyter-pytorch-cuda-full:v1.10.0", "podConfig": pod_config}}}
+            "options": {"imageConfig": "jupyterlab-gpu", "podConfig": pod_config}}}
     }))
     .unwrap()
 }
@@ -132,7 +132,7 @@ async fn workspace_owns_its_objects_pauses_resumes_and_is_garbage_collected() {
     let wss: Api<Workspace> = Api::namespaced(client.clone(), NS);
     wss.create(
         &PostParams::default(),
-        &workspace("demo", "jupyterlab", "gpu_t4", Some("demo-home")),
+        &workspace("demo", "jupyterlab", "gpu_t4_spot", Some("demo-home")),
     )
     .await
     .unwrap();
@@ -156,9 +156,12 @@ async fn workspace_owns_its_objects_pauses_resumes_and_is_garbage_collected() {
     let raw = status_json(&ws);
     assert_eq!(
         raw["podTemplateOptions"]["imageConfig"],
-        json!({"desired": "jupyter-pytorch-cuda-full:v1.10.0", "redirectChain": []})
+        json!({"desired": "jupyterlab-gpu", "redirectChain": []})
     );
-    assert_eq!(raw["podTemplateOptions"]["podConfig"]["desired"], "gpu_t4");
+    assert_eq!(
+        raw["podTemplateOptions"]["podConfig"]["desired"],
+        "gpu_t4_spot"
+    );
     assert_eq!(raw["pendingRestart"], false);
 
     // The owned objects, found by label and checked by ownerReference uid.
@@ -182,7 +185,7 @@ async fn workspace_owns_its_objects_pauses_resumes_and_is_garbage_collected() {
     assert_eq!(main.name, "main");
     assert_eq!(
         main.image.as_deref(),
-        Some("ghcr.io/kubeflow/notebooks/jupyter-pytorch-cuda-full:v1.10.0")
+        Some("ghcr.io/kubeflow/kubeflow/notebook-servers/jupyter-pytorch-cuda-full:v1.11.0")
     );
     let env = main.env.clone().unwrap();
     let nb_prefix = env.iter().find(|e| e.name == "NB_PREFIX").unwrap();
@@ -349,7 +352,7 @@ async fn third_gpu_workspace_on_two_gpus_is_unschedulable_until_one_pauses() {
     for n in names {
         wss.create(
             &PostParams::default(),
-            &workspace(n, "jupyterlab", "gpu_t4", None),
+            &workspace(n, "jupyterlab", "gpu_t4_spot", None),
         )
         .await
         .unwrap();
