@@ -1,6 +1,8 @@
 //! `wsgate doctor`'s checks of a target's prerequisites: the CRDs at the versions wsgate
 //! speaks, the snapshot add-on running, the snapshot storage config Ready, the WorkspaceKind
-//! and the options the profile names, a GPU node pool, the namespace's opt-in label, and
+//! and the options the profile names (offered, and allowed together by its filterRules), the
+//! add-on's tenant namespaces, NetworkPolicies in the way, a GPU node pool, the namespace's
+//! opt-in label, and
 //! the current identity's RBAC (a SelfSubjectAccessReview for every permission in deploy/).
 //! Each check says what is wrong and how to fix it.
 
@@ -8,6 +10,9 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
 };
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use serde::Serialize;
 
@@ -89,6 +94,8 @@ pub async fn checks(client: &kube::Client, cfg: &Config) -> Vec<Check> {
     out.push(addon(client).await);
     out.push(storage(client).await);
     out.push(kind(client, cfg).await);
+    out.push(tenants(client, &cfg.target.namespace).await);
+    out.push(network_policies(client, &cfg.target.namespace).await);
     out.push(gpus(client).await);
     out.push(opt_in(client, &cfg.target.namespace).await);
     out.extend(access(client, &cfg.target.namespace).await);
@@ -219,17 +226,6 @@ async fn storage(client: &kube::Client) -> Check {
     }
 }
 
-fn option_ids(kind: &WorkspaceKind, option: &str) -> Vec<String> {
-    kind.spec
-        .pod_template
-        .pointer(&format!("/options/{option}/values"))
-        .and_then(|v| v.as_array())
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v.get("id").and_then(|i| i.as_str()).map(str::to_string))
-        .collect()
-}
-
 async fn kind(client: &kube::Client, cfg: &Config) -> Check {
     let want = &cfg.workspace.kind;
     let name = format!("WorkspaceKind {want}");
@@ -265,32 +261,240 @@ async fn kind(client: &kube::Client, cfg: &Config) -> Check {
             "no {SNAPSHOT_ENABLED}=\"true\": pause will not snapshot"
         ));
     }
-    for (option, id) in [
-        ("imageConfig", &cfg.workspace.image_config),
-        ("podConfig", &cfg.workspace.pod_config),
-    ] {
-        let ids = option_ids(&k, option);
-        if !ids.contains(id) {
-            problems.push(format!(
-                "{option} {id:?} is not offered ({})",
-                ids.join(", ")
-            ));
+    let choice = match super::options::choose(
+        &k.name_any(),
+        &k.spec,
+        &cfg.workspace.image_config,
+        &cfg.workspace.pod_config,
+        ns_labels(client, &cfg.target.namespace).await.as_ref(),
+    ) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            problems.push(e.to_string());
+            None
         }
-    }
-    if problems.is_empty() {
-        ok(
+    };
+    match (problems.is_empty(), choice) {
+        (true, Some(c)) => ok(
             name,
             format!(
-                "snapshot-enabled; imageConfig {} and podConfig {} offered",
-                cfg.workspace.image_config, cfg.workspace.pod_config
+                "snapshot-enabled; imageConfig {} with podConfig {} offered and allowed by its \
+                 filterRules{}",
+                c.image_config,
+                c.pod_config,
+                c.picked.map(|p| format!(" ({p})")).unwrap_or_default()
             ),
-        )
-    } else {
-        bad(
+        ),
+        _ => bad(
             Status::Fail,
             name,
             problems.join("; "),
-            "fix the WorkspaceKind, or choose offered options with --set workspace.image_config=/pod_config=",
+            "fix the WorkspaceKind, or choose options it offers and allows together with \
+             --set workspace.image_config=/pod_config= (\"\" lets wsgate pick)",
+        ),
+    }
+}
+
+async fn ns_labels(
+    client: &kube::Client,
+    namespace: &str,
+) -> Option<std::collections::BTreeMap<String, String>> {
+    let api: Api<Namespace> = Api::all(client.clone());
+    api.get_opt(namespace).await.ok().flatten()?.metadata.labels
+}
+
+/// The tenant namespaces the add-on reconciles, from its Deployment: the `-tenants` flag,
+/// else the `TENANT_NAMESPACES` variable (gke-labs/workspaces
+/// `providers/gke/cmd/snapshot-addon/main.go`). `Ok(vec![])`: every namespace. `Err`: the
+/// value is not written in the Deployment (a ConfigMap or Secret reference).
+pub fn tenant_namespaces(d: &Deployment) -> Result<Vec<String>, String> {
+    let containers = d
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .map(|s| s.containers.as_slice())
+        .unwrap_or_default();
+    let split = |v: &str| -> Vec<String> {
+        v.split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    for c in containers {
+        let args: Vec<&String> = c
+            .command
+            .iter()
+            .flatten()
+            .chain(c.args.iter().flatten())
+            .collect();
+        for (i, a) in args.iter().enumerate() {
+            let flag = a.trim_start_matches('-');
+            if a.starts_with('-') && flag == "tenants" {
+                return Ok(args.get(i + 1).map(|v| split(v)).unwrap_or_default());
+            }
+            if a.starts_with('-')
+                && let Some(v) = flag.strip_prefix("tenants=")
+            {
+                return Ok(split(v));
+            }
+        }
+        for e in c.env.iter().flatten() {
+            if e.name == "TENANT_NAMESPACES" {
+                return match (&e.value, &e.value_from) {
+                    (_, Some(_)) => Err(format!(
+                        "container {} takes TENANT_NAMESPACES from a reference",
+                        c.name
+                    )),
+                    (v, None) => Ok(split(v.as_deref().unwrap_or(""))),
+                };
+            }
+        }
+    }
+    Ok(Vec::new())
+}
+
+/// Whether the add-on reconciles the test namespace. Outside its tenants, its webhook still
+/// holds every pause (`Checkpointing`) and gates every pod's readiness, but nothing ever
+/// completes either: pauses never finish and workspace pods never become Ready.
+async fn tenants(client: &kube::Client, namespace: &str) -> Check {
+    let name = "add-on tenant namespaces";
+    let api: Api<Deployment> = Api::namespaced(client.clone(), ADDON.0);
+    let fix = format!(
+        "add {namespace} to the add-on's tenants (its -tenants flag or TENANT_NAMESPACES on \
+         Deployment {}/{}), or test in one of its tenant namespaces",
+        ADDON.0, ADDON.1
+    );
+    match api.get_opt(ADDON.1).await {
+        Ok(Some(d)) => match tenant_namespaces(&d) {
+            Ok(list) if list.is_empty() => ok(name, "the add-on reconciles every namespace"),
+            Ok(list) if list.iter().any(|t| t == namespace) => ok(
+                name,
+                format!(
+                    "{namespace} is one of the add-on's tenants ({})",
+                    list.join(", ")
+                ),
+            ),
+            Ok(list) => bad(
+                Status::Fail,
+                name,
+                format!(
+                    "the add-on reconciles only {}: in {namespace} a pause would stay in \
+                     Checkpointing for ever and workspace pods would never become Ready",
+                    list.join(", ")
+                ),
+                &fix,
+            ),
+            Err(why) => bad(
+                Status::Warn,
+                name,
+                format!("cannot tell whether {namespace} is a tenant: {why}"),
+                &fix,
+            ),
+        },
+        Ok(None) => bad(
+            Status::Warn,
+            name,
+            "no add-on Deployment to read its tenants from",
+            &fix,
+        ),
+        Err(e) => bad(
+            Status::Warn,
+            name,
+            format!("cannot read the add-on's Deployment ({})", short(&e)),
+            &format!(
+                "grant get on deployments in {}, or check its TENANT_NAMESPACES by hand",
+                ADDON.0
+            ),
+        ),
+    }
+}
+
+/// Whether a NetworkPolicy in the test namespace keeps the harness from the workspace pods
+/// (GKE Workspaces' tenant isolation admits only the access proxy and the controller,
+/// gke-labs/workspaces `providers/gke/manifests/tenant/`). The harness reaches Jupyter at the
+/// pod's address: a policy that selects workspace pods and limits who may connect is named,
+/// with the peers it admits.
+async fn network_policies(client: &kube::Client, namespace: &str) -> Check {
+    let name = "network policies";
+    let api: Api<NetworkPolicy> = Api::namespaced(client.clone(), namespace);
+    let list = match api.list(&Default::default()).await {
+        Ok(l) => l.items,
+        Err(kube::Error::Api(s)) if s.code == 404 => {
+            return ok(name, "the cluster serves no NetworkPolicy API");
+        }
+        Err(e) => {
+            return bad(
+                Status::Warn,
+                name,
+                format!("cannot list them in {namespace} ({})", short(&e)),
+                "grant list on networkpolicies (deploy/base/role.yaml), or check by hand: \
+                 kubectl get networkpolicy -n NAMESPACE",
+            );
+        }
+    };
+    let workspace_pod: std::collections::BTreeMap<String, String> = [(
+        super::workspace::WORKSPACE_LABEL.to_string(),
+        "any".to_string(),
+    )]
+    .into();
+    let mut limiting = Vec::new();
+    for p in &list {
+        let Some(spec) = &p.spec else { continue };
+        let selects = spec
+            .pod_selector
+            .as_ref()
+            .map(|sel| {
+                kube::core::Selector::try_from(sel.clone())
+                    .is_ok_and(|s| kube::core::SelectorExt::matches(&s, &workspace_pod))
+            })
+            .unwrap_or(true);
+        let ingress_type = spec
+            .policy_types
+            .as_ref()
+            .map(|t| t.iter().any(|t| t == "Ingress"))
+            .unwrap_or(true);
+        if !selects || !ingress_type {
+            continue;
+        }
+        let rules = spec.ingress.as_deref().unwrap_or_default();
+        let open = rules
+            .iter()
+            .any(|r| r.from.as_ref().is_none_or(Vec::is_empty));
+        if open {
+            continue;
+        }
+        let peers: Vec<String> = rules
+            .iter()
+            .flat_map(|r| r.from.iter().flatten())
+            .map(|peer| serde_json::to_string(peer).unwrap_or_else(|_| "a peer".into()))
+            .collect();
+        limiting.push(format!(
+            "{} admits {}",
+            p.name_any(),
+            if peers.is_empty() {
+                "nobody".to_string()
+            } else {
+                peers.join(", ")
+            }
+        ));
+    }
+    if limiting.is_empty() {
+        ok(
+            name,
+            format!("none in {namespace} limits who reaches the workspace pods"),
+        )
+    } else {
+        bad(
+            Status::Warn,
+            name,
+            format!(
+                "{}: wsgate reaches Jupyter at the pod's address, so it must run where these \
+                 admit it",
+                limiting.join("; ")
+            ),
+            "run wsgate from a pod or namespace these policies admit, or add an ingress rule for \
+             it in the test namespace",
         )
     }
 }
@@ -439,4 +643,52 @@ pub fn table(checks: &[Check]) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn addon(container: serde_json::Value) -> Deployment {
+        serde_json::from_value(json!({
+            "metadata": {"name": "gke-workspace-snapshot-addon"},
+            "spec": {"selector": {}, "template": {"spec": {"containers": [container]}}}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_tenants_come_from_the_flag_else_the_variable() {
+        let env = |v: serde_json::Value| addon(json!({"name": "addon", "env": [v]}));
+        assert_eq!(
+            tenant_namespaces(&env(
+                json!({"name": "TENANT_NAMESPACES", "value": " team-a, ,team-b "})
+            )),
+            Ok(vec!["team-a".to_string(), "team-b".to_string()])
+        );
+        assert_eq!(
+            tenant_namespaces(&env(json!({"name": "TENANT_NAMESPACES", "value": ""}))),
+            Ok(vec![])
+        );
+        assert!(
+            tenant_namespaces(&env(json!({"name": "TENANT_NAMESPACES",
+                "valueFrom": {"configMapKeyRef": {"name": "x", "key": "y"}}})))
+            .is_err()
+        );
+        let flags = addon(
+            json!({"name": "addon", "args": ["-tenants=team-c", "-workers=4"],
+            "env": [{"name": "TENANT_NAMESPACES", "value": "team-a"}]}),
+        );
+        assert_eq!(tenant_namespaces(&flags), Ok(vec!["team-c".to_string()]));
+        let split = addon(json!({"name": "addon", "args": ["--tenants", "team-d,team-e"]}));
+        assert_eq!(
+            tenant_namespaces(&split),
+            Ok(vec!["team-d".to_string(), "team-e".to_string()])
+        );
+        assert_eq!(
+            tenant_namespaces(&addon(json!({"name": "addon"}))),
+            Ok(vec![])
+        );
+    }
 }

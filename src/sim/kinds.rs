@@ -171,6 +171,20 @@ pub const KINDS: &[KindInfo] = &[
         custom: false,
         verbs: STORED_VERBS,
     },
+    // Stored only: the simulator's pod network is the loopback, which no policy limits;
+    // `wsgate doctor` reads them.
+    KindInfo {
+        group: "networking.k8s.io",
+        version: "v1",
+        kind: "NetworkPolicy",
+        plural: "networkpolicies",
+        singular: "networkpolicy",
+        short_names: &["netpol"],
+        namespaced: true,
+        status: false,
+        custom: false,
+        verbs: STORED_VERBS,
+    },
     KindInfo {
         group: "batch",
         version: "v1",

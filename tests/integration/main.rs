@@ -9,6 +9,7 @@ mod cli;
 mod common;
 mod config;
 mod deploy;
+mod doctor;
 mod drill;
 mod gate;
 mod interrupt;

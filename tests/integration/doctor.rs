@@ -1,0 +1,106 @@
+//! `wsgate doctor` on what makes a real GKE Workspaces cluster fail: a NetworkPolicy that
+//! keeps the harness from the workspace pods, and options the kind's filterRules refuse.
+
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+use wsgate::platform::doctor::{Check, Status, checks};
+
+use crate::common::start_platform;
+
+fn config(overrides: &[(&str, &str)]) -> wsgate::config::Config {
+    wsgate::config::load(&wsgate::config::LoadRequest {
+        profile: None,
+        env: Default::default(),
+        overrides: overrides
+            .iter()
+            .map(|(k, v)| wsgate::config::Override::new(*k, *v, "--set"))
+            .collect(),
+    })
+    .expect("the embedded defaults load")
+    .config
+}
+
+fn named<'a>(all: &'a [Check], name: &str) -> &'a Check {
+    all.iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no check {name}: {all:#?}"))
+}
+
+#[tokio::test]
+async fn a_network_policy_limiting_who_reaches_workspace_pods_is_named() {
+    let sim = start_platform(|_| {}).await;
+    let client = sim.client().await.unwrap();
+    let cfg = config(&[]);
+    let before = checks(&client, &cfg).await;
+    assert_eq!(named(&before, "network policies").status, Status::Ok);
+    let api: Api<NetworkPolicy> = Api::namespaced(client.clone(), "wsgate-test");
+    let policy = |name: &str, selector: serde_json::Value| -> NetworkPolicy {
+        serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"podSelector": selector, "policyTypes": ["Ingress"],
+                "ingress": [{"from": [{"namespaceSelector": {"matchLabels":
+                    {"kubernetes.io/metadata.name": "gke-workspaces-access"}}}]}]}
+        }))
+        .unwrap()
+    };
+    // A policy for other pods is not in the way.
+    api.create(
+        &PostParams::default(),
+        &policy("db-only", json!({"matchLabels": {"app": "db"}})),
+    )
+    .await
+    .unwrap();
+    let after = checks(&client, &cfg).await;
+    assert_eq!(named(&after, "network policies").status, Status::Ok);
+    // The tenant isolation shape: every pod, ingress only from the access proxy.
+    api.create(&PostParams::default(), &policy("isolation", json!({})))
+        .await
+        .unwrap();
+    let after = checks(&client, &cfg).await;
+    let c = named(&after, "network policies");
+    assert_eq!(c.status, Status::Warn, "{c:?}");
+    assert!(c.detail.contains("isolation admits"), "{c:?}");
+    assert!(c.detail.contains("gke-workspaces-access"), "{c:?}");
+    assert!(!c.detail.contains("db-only"), "{c:?}");
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn options_the_filter_rules_refuse_fail_the_kind_check_with_the_kinds_words() {
+    let sim = start_platform(|_| {}).await;
+    let client = sim.client().await.unwrap();
+    let all = checks(
+        &client,
+        &config(&[
+            ("workspace.image_config", "jupyterlab-gpu"),
+            ("workspace.pod_config", "small_cpu"),
+        ]),
+    )
+    .await;
+    let c = named(&all, "WorkspaceKind jupyterlab-resumable");
+    assert_eq!(c.status, Status::Fail, "{c:?}");
+    assert!(
+        c.detail
+            .contains("This image requires an accelerator (GPU) pod, but a CPU pod was selected."),
+        "{c:?}"
+    );
+    assert!(
+        c.detail.contains("A GPU image requires a GPU pod."),
+        "{c:?}"
+    );
+    // Left empty, the options are picked from the kind: its GPU option and the GPU image.
+    let all = checks(
+        &client,
+        &config(&[("workspace.image_config", ""), ("workspace.pod_config", "")]),
+    )
+    .await;
+    let c = named(&all, "WorkspaceKind jupyterlab-resumable");
+    assert_eq!(c.status, Status::Ok, "{c:?}");
+    assert!(
+        c.detail
+            .contains("imageConfig jupyterlab-gpu with podConfig gpu_t4_spot"),
+        "{c:?}"
+    );
+    sim.shutdown().await;
+}
