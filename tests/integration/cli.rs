@@ -493,3 +493,39 @@ fn a_closed_pipe_a_full_disk_and_non_utf8_variables_are_not_panics() {
         text(&o)
     );
 }
+
+/// The options are checked against the kind before anything is created: a GPU image on a
+/// CPU pod option is refused with the kind's filterRule message (exit 2), and options left
+/// empty are picked from the kind, saying which.
+#[test]
+fn options_the_kind_refuses_stop_the_run_and_empty_ones_are_picked() {
+    let o = wsgate(&["run", "--set", "workspace.pod_config=small_cpu"]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(wsgate::exit_code::USAGE), "{out}");
+    assert!(
+        out.contains(
+            "not allowed: pod config option \"small_cpu\" is restricted: A GPU image requires a GPU pod."
+        ),
+        "{out}"
+    );
+    assert!(out.contains("Kubeflow's workspaces backend refuses this pair"), "{out}");
+    assert!(!out.contains("Running"), "nothing was created: {out}");
+    let o = wsgate(&[
+        "run",
+        "--set",
+        "workspace.image_config=",
+        "--set",
+        "workspace.pod_config=",
+        "--tags",
+        "@no-such-tag",
+    ]);
+    let out = text(&o);
+    assert!(
+        out.contains(
+            "workspace options picked from WorkspaceKind jupyterlab-resumable: podConfig \
+             \"gpu_t4_spot\" (its first GPU option), imageConfig \"jupyterlab-gpu\""
+        ),
+        "{out}"
+    );
+    assert_eq!(o.status.code(), Some(wsgate::exit_code::USAGE), "{out}");
+}
