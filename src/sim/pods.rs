@@ -42,6 +42,9 @@ pub struct JupyterSpec {
     /// The token from the pod's `JUPYTER_TOKEN` (None: a random one nobody knows).
     pub token: Option<String>,
     pub port: u16,
+    /// Files the pod mounts under `/etc/jupyter/` from ConfigMaps (file name, content), read
+    /// from the store when the pod starts: the snapshot add-on's IPC kernel config.
+    pub etc_jupyter: Vec<(String, String)>,
 }
 
 /// Why a pod's process could not be started, checkpointed or restored.
@@ -259,6 +262,7 @@ impl PodProcesses {
             token: spec.token.clone(),
             base_url: spec.base_url.clone(),
             home: Some(spec.home.clone()),
+            etc_jupyter: spec.etc_jupyter.clone(),
             ..JupyterOptions::new(&spec.home)
         };
         let mut process = JupyterProcess::spawn(&venv, options).map_err(|e| e.to_string())?;

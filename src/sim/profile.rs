@@ -28,6 +28,8 @@ pub struct SimProfile {
     pub faults: Faults,
     #[serde(default)]
     pub rbac: Rbac,
+    #[serde(default)]
+    pub addon: Addon,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -77,6 +79,12 @@ pub struct Timing {
     /// saw ~17 s).
     pub pod_restored_after_ready_ms: u64,
     pub addon_settle_ms: u64,
+    /// After a Workspace is deleted: how often the add-on looks at its terminating
+    /// PodSnapshots (upstream `snapshotDrainInterval`, 10 s).
+    pub addon_drain_interval_ms: u64,
+    /// How long terminating PodSnapshots may pin the deleted Workspace's policy before the
+    /// add-on retires it anyway (upstream `snapshotDrainTimeout`, 5 min).
+    pub addon_drain_timeout_ms: u64,
     pub activity_scale: f64,
 }
 
@@ -90,6 +98,8 @@ impl Default for Timing {
             restore_ms: 300,
             pod_restored_after_ready_ms: 2000,
             addon_settle_ms: 100,
+            addon_drain_interval_ms: 1000,
+            addon_drain_timeout_ms: 300_000,
             activity_scale: 0.01,
         }
     }
@@ -169,6 +179,38 @@ pub enum RbacEnforce {
 pub struct Rbac {
     #[serde(default)]
     pub enforce: RbacEnforce,
+}
+
+/// The GKE Workspaces snapshot add-on's settings (its flags in
+/// gke-labs/workspaces `providers/gke/cmd/snapshot-addon/main.go`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Addon {
+    /// `-tenants` / `TENANT_NAMESPACES`: the namespaces the add-on's reconciler manages;
+    /// empty is every namespace. The webhooks serve every namespace either way.
+    #[serde(default)]
+    pub tenant_namespaces: Vec<String>,
+}
+
+impl Addon {
+    /// Whether the reconciler manages `namespace` (upstream `managedNamespace`).
+    pub fn manages(&self, namespace: &str) -> bool {
+        let listed: Vec<&str> = self
+            .tenant_namespaces
+            .iter()
+            .map(|n| n.trim())
+            .filter(|n| !n.is_empty())
+            .collect();
+        if listed.is_empty() {
+            return !namespace.is_empty();
+        }
+        listed.contains(&namespace)
+    }
+
+    /// The Deployment's `TENANT_NAMESPACES` value: the list, comma-joined.
+    pub fn tenant_env(&self) -> String {
+        self.tenant_namespaces.join(",")
+    }
 }
 
 /// A profile that cannot be used.
@@ -292,6 +334,23 @@ mod tests {
         assert_eq!(p.runtime.jupyter_auth, ServerAuth::Token);
         let bad = DEFAULT_PROFILE.replace("jupyter_auth = \"none\"", "jupyter_auth = \"oauth\"");
         assert!(SimProfile::parse("x", &bad).is_err());
+    }
+
+    #[test]
+    fn the_addon_manages_every_namespace_unless_tenants_are_listed() {
+        let default = SimProfile::default_profile();
+        assert!(default.addon.tenant_namespaces.is_empty());
+        assert!(default.addon.manages("anything"));
+        assert_eq!(default.addon.tenant_env(), "");
+        assert_eq!(default.timing.addon_drain_timeout_ms, 300_000);
+        let listed = DEFAULT_PROFILE.replace(
+            "tenant_namespaces = []",
+            "tenant_namespaces = [\"team-a\", \"team-b\"]",
+        );
+        let p = SimProfile::parse("x", &listed).unwrap();
+        assert!(p.addon.manages("team-b"));
+        assert!(!p.addon.manages("wsgate-test"));
+        assert_eq!(p.addon.tenant_env(), "team-a,team-b");
     }
 
     #[test]

@@ -417,7 +417,9 @@ pub fn seed(store: &Store, profile: &SimProfile) {
     );
     put("WorkspaceKind", None, workspace_kind("jupyterlab", false));
     // The GKE Workspaces snapshot add-on's Deployment (stored only: the simulator's add-on
-    // controller is what acts), so `wsgate doctor` finds it where GKE puts it.
+    // controller is what acts), so `wsgate doctor` finds it where GKE puts it, with the
+    // profile's tenant namespaces as its `TENANT_NAMESPACES` (gke-labs/workspaces
+    // `providers/gke/cmd/snapshot-addon/main.go`).
     put(
         "Namespace",
         None,
@@ -431,7 +433,8 @@ pub fn seed(store: &Store, profile: &SimProfile) {
             "metadata": {"name": "gke-workspace-snapshot-addon", "labels": {"app": "gke-workspace-snapshot-addon"}},
             "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "gke-workspace-snapshot-addon"}},
                 "template": {"metadata": {"labels": {"app": "gke-workspace-snapshot-addon"}},
-                    "spec": {"containers": [{"name": "addon", "image": "gke-workspace-snapshot-addon"}]}}},
+                    "spec": {"containers": [{"name": "addon", "image": "gke-workspace-snapshot-addon",
+                        "env": [{"name": "TENANT_NAMESPACES", "value": profile.addon.tenant_env()}]}]}}},
             "status": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1, "updatedReplicas": 1, "observedGeneration": 1},
         }),
     );

@@ -4,7 +4,8 @@
 //! with fault `kernel-dies` the pod is restored but its kernel process is killed; a panic in
 //! a controller stops the simulator and leaves no process behind, running or frozen. A pod's
 //! server is `jupyter lab` started like Kubeflow's images (no token, XSRF enforced); with
-//! `jupyter_auth = "token"` it wants the token.
+//! `jupyter_auth = "token"` it wants the token. Kernels run on the `ipc` transport, from the
+//! snapshot add-on's `jupyter-ipc-config` mounted at `/etc/jupyter/jupyter_server_config.py`.
 
 use std::time::Duration;
 
@@ -121,6 +122,18 @@ async fn cycle(name: &str, fault: Option<&str>) -> (String, String) {
         "import os\nSECRET_VALUE = 'kept-in-memory'\nopen('notes.txt', 'w').write('on disk')",
     )
     .await;
+    // The snapshot add-on's ConfigMap, mounted at /etc/jupyter/jupyter_server_config.py,
+    // puts the kernel on the ipc transport (Unix sockets beside its connection file).
+    let transport = exec(
+        &jc,
+        &kernel,
+        "from ipykernel.kernelapp import IPKernelApp\n\
+         app = IPKernelApp.instance()\n\
+         import os\n\
+         print(app.transport, os.path.exists(app.ip + '-' + str(app.shell_port)))",
+    )
+    .await;
+    assert_eq!(transport.trim(), "ipc True", "the kernel's transport");
     let api: Api<Workspace> = Api::namespaced(client.clone(), NS);
     api.patch(
         name,

@@ -3,7 +3,11 @@
 //! conditions, `ps-name`, `PodRestored` and the `GKEPodSnapshotting` event, cleanup), the
 //! bucket objects through the listing endpoint, the agent on hand-made objects (trigger
 //! failures, restore matching by spec hash, retention and group pruning), and every
-//! snapshot fault, run-wide and per object.
+//! snapshot fault, run-wide and per object. The add-on as upstream's: a repeated pause
+//! restamps and replaces the trigger, a trigger with another stamp is replaced, a pause
+//! whose pod is gone completes with no snapshot and the resume cold-starts, a deleted
+//! Workspace's policy drains (or times out), tenant namespaces limit only the reconciler,
+//! and the IPC ConfigMap is kept and mounted.
 
 use std::fmt::Debug;
 use std::hash::Hash;
@@ -11,7 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::TryStreamExt;
-use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Event, PersistentVolumeClaim, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{Condition, await_condition, conditions};
 use kube::runtime::{reflector, watcher};
@@ -1033,4 +1038,394 @@ async fn the_bucket_listing_needs_a_platform() {
     assert_eq!(r.status(), 404);
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["error"]["code"], 404);
+}
+
+/// The pod's condition `type_` as (status, reason, message).
+fn cond_of(pod: &Pod, type_: &str) -> Option<(String, String, String)> {
+    let c = cond(pod, type_)?;
+    let s = |k: &str| c[k].as_str().unwrap_or("").to_string();
+    Some((s("status"), s("reason"), s("message")))
+}
+
+fn checkpointing_pod(p: Option<&Pod>) -> bool {
+    p.is_some_and(|p| {
+        let want = |status: &str| {
+            Some((
+                status.to_string(),
+                "CheckpointingInProgress".to_string(),
+                "Pausing: taking GKE PodSnapshot".to_string(),
+            ))
+        };
+        cond_of(p, GATE) == want("False") && cond_of(p, "Ready") == want("False")
+    })
+}
+
+fn stamped(stamp: String) -> impl Fn(Option<&PodSnapshotManualTrigger>) -> bool {
+    move |t| t.is_some_and(|t| ann(t, STARTED_AT).as_deref() == Some(stamp.as_str()))
+}
+
+#[tokio::test]
+async fn a_repeated_pause_restamps_and_replaces_the_trigger_and_the_gate_says_why() {
+    let sim = crate::common::start_platform(|_| {}).await;
+    let a = apis(&sim).await;
+    create_workspace(&a, &sim, "again", "checkpoint-hangs").await;
+    wait_for(&a.ws, "again", "Running", in_state(WorkspaceState::Running)).await;
+    let pod = workspace_pod(&a, "again").await;
+    assert_eq!(
+        cond_of(&pod, GATE),
+        Some((
+            "True".into(),
+            "WorkspaceActive".into(),
+            "Workspace pod is active".into()
+        ))
+    );
+    assert_eq!(
+        cond_of(&pod, "Ready").map(|c| (c.0, c.1)),
+        Some(("True".into(), "ContainersReady".into()))
+    );
+    set_paused(&a, "again", true).await;
+    let held = a.ws.get("again").await.unwrap();
+    assert!(!held.spec.paused);
+    let first = ann(&held, STARTED_AT).expect("stamped");
+    assert!(first.ends_with('Z') && !first.contains('.'), "{first}");
+    wait_for(
+        &a.pods,
+        &pod.name_any(),
+        "gate and Ready False",
+        checkpointing_pod,
+    )
+    .await;
+    let old = wait_for(
+        &a.triggers,
+        "ws-again-trigger",
+        "trigger",
+        stamped(first.clone()),
+    )
+    .await;
+    assert_eq!(old.spec.target_pod, pod.name_any());
+    let owner = &old.owner_references()[0];
+    assert_eq!(
+        (
+            owner.kind.as_str(),
+            owner.controller,
+            owner.block_owner_deletion
+        ),
+        ("Workspace", Some(false), Some(true))
+    );
+    // The stamp has whole seconds: the second pause must come in another second.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    set_paused(&a, "again", true).await;
+    let again = a.ws.get("again").await.unwrap();
+    assert!(!again.spec.paused, "held again");
+    assert_eq!(ann(&again, STATE).as_deref(), Some("Checkpointing"));
+    let second = ann(&again, STARTED_AT).expect("stamped");
+    assert_ne!(second, first, "a new stamp");
+    let new = wait_for(
+        &a.triggers,
+        "ws-again-trigger",
+        "a new trigger",
+        stamped(second),
+    )
+    .await;
+    assert_ne!(new.uid(), old.uid(), "the old trigger was deleted");
+}
+
+#[tokio::test]
+async fn a_trigger_left_from_an_earlier_pause_is_deleted_and_replaced() {
+    let sim = crate::common::start_platform(|_| {}).await;
+    let a = apis(&sim).await;
+    create_workspace(&a, &sim, "lo", "").await;
+    wait_for(&a.ws, "lo", "Running", in_state(WorkspaceState::Running)).await;
+    let pod = workspace_pod(&a, "lo").await;
+    let mut left = trigger("ws-lo-trigger", "an-earlier-pod");
+    left.metadata.annotations =
+        Some([(STARTED_AT.to_string(), "2000-01-01T00:00:00Z".to_string())].into());
+    let left = a
+        .triggers
+        .create(&PostParams::default(), &left)
+        .await
+        .unwrap();
+    let (_, snap) = {
+        set_paused(&a, "lo", true).await;
+        let w = wait_for(&a.ws, "lo", "Paused", in_state(WorkspaceState::Paused)).await;
+        ((), ann(&w, LAST).unwrap_or_default())
+    };
+    assert!(!snap.is_empty(), "paused through a snapshot");
+    let used = a.triggers.get("ws-lo-trigger").await.unwrap();
+    assert_ne!(used.uid(), left.uid());
+    assert_eq!(used.spec.target_pod, pod.name_any());
+    let stamp = ann(&used, STARTED_AT).expect("stamped");
+    assert_ne!(stamp, "2000-01-01T00:00:00Z");
+    assert_eq!(
+        status(&used)["snapshotCreated"]["name"].as_str(),
+        Some(snap.as_str())
+    );
+}
+
+#[tokio::test]
+async fn a_pause_whose_pod_is_gone_completes_without_a_snapshot_and_the_resume_cold_starts() {
+    let sim = crate::common::start_platform(|_| {}).await;
+    let a = apis(&sim).await;
+    create_workspace(&a, &sim, "gone", "checkpoint-hangs").await;
+    wait_for(&a.ws, "gone", "Running", in_state(WorkspaceState::Running)).await;
+    let pod = workspace_pod(&a, "gone").await;
+    set_paused(&a, "gone", true).await;
+    wait_for(
+        &a.triggers,
+        "ws-gone-trigger",
+        "trigger",
+        |t: Option<&_>| t.is_some(),
+    )
+    .await;
+    a.pods
+        .delete(&pod.name_any(), &Default::default())
+        .await
+        .unwrap();
+    let paused = wait_for(&a.ws, "gone", "paused", |w: Option<&Workspace>| {
+        w.is_some_and(|w| w.spec.paused)
+    })
+    .await;
+    assert_eq!(ann(&paused, STATE).as_deref(), Some("Ready"));
+    assert_eq!(ann(&paused, LAST), None, "no snapshot to restore");
+    assert_eq!(ann(&paused, STARTED_AT), None);
+    wait_for(&a.ws, "gone", "Paused", in_state(WorkspaceState::Paused)).await;
+
+    set_paused(&a, "gone", false).await;
+    let resumed = a.ws.get("gone").await.unwrap();
+    assert_eq!(ann(&resumed, STATE).as_deref(), Some("Restoring"));
+    wait_for(&a.ws, "gone", "Running", in_state(WorkspaceState::Running)).await;
+    let new_pod = workspace_pod(&a, "gone").await;
+    assert_ne!(new_pod.uid(), pod.uid());
+    assert_eq!(ann(&new_pod, PS_NAME), None, "no pin");
+    wait_for(
+        &a.ws,
+        "gone",
+        "annotations cleared",
+        |w: Option<&Workspace>| {
+            w.is_some_and(|w| {
+                [STATE, STARTED_AT, LAST]
+                    .iter()
+                    .all(|k| ann(w, k).is_none())
+            })
+        },
+    )
+    .await;
+    wait_gone(&a.triggers, "ws-gone-trigger", "trigger deleted").await;
+    assert_eq!(
+        truth_count(&sim.truth().events(), Transition::ColdStarted),
+        2,
+        "the first start and the resume"
+    );
+}
+
+/// Pauses a Workspace whose snapshot's deletion is stuck, deletes the Workspace and waits
+/// for the snapshot to be terminating; returns it.
+async fn delete_with_a_stuck_snapshot(a: &Apis, sim: &SimHandle, name: &str) -> PodSnapshot {
+    let (_, snap) = run_and_pause(a, sim, name, "snapshot-stuck-deleting").await;
+    assert!(!snap.is_empty());
+    a.ws.delete(name, &Default::default()).await.unwrap();
+    wait_gone(&a.ws, name, "Workspace deleted").await;
+    wait_for(
+        &a.snaps,
+        &snap,
+        "snapshot terminating",
+        |s: Option<&PodSnapshot>| s.is_some_and(|s| s.metadata.deletion_timestamp.is_some()),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_deleted_workspaces_policy_stays_until_its_snapshots_are_gone() {
+    let sim = crate::common::start_platform(|p| p.timing.addon_drain_interval_ms = 100).await;
+    let a = apis(&sim).await;
+    let snap = delete_with_a_stuck_snapshot(&a, &sim, "drain").await;
+    // Many drain intervals, far from the 5 min timeout: the finalizer still needs it.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        a.policies
+            .get_opt("ws-drain-policy")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    // The finalizer lets go: the snapshot goes, then the policy and the trigger.
+    a.snaps
+        .patch(
+            &snap.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    wait_gone(&a.snaps, &snap.name_any(), "snapshot gone").await;
+    wait_gone(&a.policies, "ws-drain-policy", "policy retired").await;
+    wait_gone(&a.triggers, "ws-drain-trigger", "trigger retired").await;
+}
+
+#[tokio::test]
+async fn a_policy_pinned_by_a_wedged_snapshot_is_retired_after_the_drain_timeout() {
+    let sim = crate::common::start_platform(|p| {
+        p.timing.addon_drain_interval_ms = 100;
+        p.timing.addon_drain_timeout_ms = 1000;
+    })
+    .await;
+    let a = apis(&sim).await;
+    let snap = delete_with_a_stuck_snapshot(&a, &sim, "wedged").await;
+    wait_gone(&a.policies, "ws-wedged-policy", "policy retired anyway").await;
+    let still = a.snaps.get(&snap.name_any()).await.unwrap();
+    assert!(
+        still.metadata.deletion_timestamp.is_some(),
+        "still terminating"
+    );
+}
+
+#[tokio::test]
+async fn outside_the_tenant_namespaces_a_pause_is_held_forever_and_pods_never_turn_ready() {
+    let sim = crate::common::start_platform(|p| {
+        p.addon.tenant_namespaces = vec!["team-a".into(), "team-b".into()];
+        p.timing.addon_settle_ms = 0;
+    })
+    .await;
+    let a = apis(&sim).await;
+    let c = sim.client().await.unwrap();
+    let addon: Api<Deployment> = Api::namespaced(c.clone(), "kubeflow-workspaces");
+    let d = addon.get("gke-workspace-snapshot-addon").await.unwrap();
+    let env = d.spec.unwrap().template.spec.unwrap().containers[0]
+        .env
+        .clone()
+        .unwrap_or_default();
+    assert!(
+        env.iter()
+            .any(|e| e.name == "TENANT_NAMESPACES" && e.value.as_deref() == Some("team-a,team-b")),
+        "{env:?}"
+    );
+    create_workspace(&a, &sim, "outside", "").await;
+    let running = wait_list(&a.pods, &format!("{LABEL}=outside"), "pod Running", |l| {
+        l.iter()
+            .any(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+    })
+    .await;
+    let pod_name = running[0].name_any();
+    // The webhook gated it; nothing publishes the gate's condition.
+    let pod = a.pods.get(&pod_name).await.unwrap();
+    assert!(
+        pod.spec
+            .unwrap()
+            .readiness_gates
+            .unwrap_or_default()
+            .iter()
+            .any(|g| g.condition_type == GATE)
+    );
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let pod = a.pods.get(&pod_name).await.unwrap();
+    assert_eq!(cond_of(&pod, GATE), None);
+    assert_eq!(
+        cond_of(&pod, "Ready").map(|c| c.0).as_deref(),
+        Some("False")
+    );
+    // The pause webhook still holds the pause; nothing takes the snapshot.
+    set_paused(&a, "outside", true).await;
+    // The gate turns False; Ready was False already and keeps its reason.
+    let gated = wait_for(&a.pods, &pod_name, "gate False", |p: Option<&Pod>| {
+        p.is_some_and(|p| cond_of(p, GATE).is_some())
+    })
+    .await;
+    assert_eq!(
+        cond_of(&gated, GATE),
+        Some((
+            "False".into(),
+            "CheckpointingInProgress".into(),
+            "Pausing: taking GKE PodSnapshot".into()
+        ))
+    );
+    assert_eq!(
+        cond_of(&gated, "Ready").map(|c| c.0).as_deref(),
+        Some("False")
+    );
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let w = a.ws.get("outside").await.unwrap();
+    assert!(!w.spec.paused);
+    assert_eq!(ann(&w, STATE).as_deref(), Some("Checkpointing"));
+    assert!(
+        a.triggers
+            .get_opt("ws-outside-trigger")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        a.policies
+            .get_opt("ws-outside-policy")
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn the_ipc_config_map_is_kept_and_mounted_into_workspace_pods() {
+    let sim = crate::common::start_platform(|_| {}).await;
+    let a = apis(&sim).await;
+    let cms: Api<ConfigMap> = Api::namespaced(sim.client().await.unwrap(), NS);
+    create_workspace(&a, &sim, "ipc", "").await;
+    wait_for(&a.ws, "ipc", "Running", in_state(WorkspaceState::Running)).await;
+    let want = [(
+        "jupyter_server_config.py".to_string(),
+        "import asyncio\nimport selectors\nclass PollEventLoopPolicy(asyncio.DefaultEventLoopPolicy):\n    def _loop_factory(self):\n        return asyncio.SelectorEventLoop(selectors.PollSelector())\nasyncio.set_event_loop_policy(PollEventLoopPolicy())\n\nc.KernelManager.transport = 'ipc'\n".to_string(),
+    )]
+    .into();
+    let cm = cms.get("jupyter-ipc-config").await.unwrap();
+    assert_eq!(cm.data.as_ref(), Some(&want));
+    let spec = workspace_pod(&a, "ipc").await.spec.unwrap();
+    let volume = spec
+        .volumes
+        .unwrap_or_default()
+        .into_iter()
+        .find(|v| v.name == "jupyter-ipc-config")
+        .expect("the IPC config volume");
+    assert_eq!(volume.config_map.unwrap().name, "jupyter-ipc-config");
+    let mount = spec.containers[0]
+        .volume_mounts
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .find(|m| m.name == "jupyter-ipc-config")
+        .expect("the IPC config mount");
+    assert_eq!(
+        (mount.mount_path.as_str(), mount.sub_path.as_deref()),
+        (
+            "/etc/jupyter/jupyter_server_config.py",
+            Some("jupyter_server_config.py")
+        )
+    );
+    // Changed or deleted, it is put back on the add-on's next pass over a Workspace there.
+    let ws_api = &a.ws;
+    let touch = |n: u32| async move {
+        ws_api
+            .patch(
+                "ipc",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {"touched": n.to_string()}}})),
+            )
+            .await
+            .unwrap();
+    };
+    cms.patch(
+        "jupyter-ipc-config",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"jupyter_server_config.py": "# edited"}})),
+    )
+    .await
+    .unwrap();
+    touch(1).await;
+    let same = |want: &std::collections::BTreeMap<String, String>| {
+        let want = want.clone();
+        move |c: Option<&ConfigMap>| c.is_some_and(|c| c.data.as_ref() == Some(&want))
+    };
+    wait_for(&cms, "jupyter-ipc-config", "data put back", same(&want)).await;
+    cms.delete("jupyter-ipc-config", &Default::default())
+        .await
+        .unwrap();
+    touch(2).await;
+    wait_for(&cms, "jupyter-ipc-config", "recreated", same(&want)).await;
 }

@@ -1,24 +1,37 @@
 //! The GKE Workspaces snapshot add-on (`gke-workspace-snapshot-addon`, kubeflow-workspaces.md
 //! §10, gke-pod-snapshots.md §5): pause and resume of snapshot-enabled Workspaces through
-//! Pod Snapshots, with no change to the workspace controller.
+//! Pod Snapshots, with no change to the workspace controller. It follows gke-labs/workspaces
+//! `providers/gke/internal/snapshot/reconcile.go` (`reconcileWorkspace` and what it calls);
+//! its webhooks are [`webhook`].
 //!
 //! A Workspace is enabled by `podsnapshot.gke.kubeflow.org/enabled: "true"` on itself or on
-//! its WorkspaceKind (the Workspace's value wins); pods asking for TPUs never are.
+//! its WorkspaceKind (the Workspace's value wins); pods asking for TPUs never are. The
+//! reconciler manages only the profile's `[addon] tenant_namespaces` (empty: every
+//! namespace, upstream `managedNamespace`); the webhooks serve every namespace, so outside
+//! the list a pause is held `Checkpointing` forever and pods wait on their readiness gate.
 //!
-//! - Pause: the pause is held (`paused` back to false, `checkpoint-state: Checkpointing`,
-//!   see [`webhook`]), the pod's readiness gate `podsnapshot.gke.kubeflow.org/active` turns
-//!   False; after `addon_settle_ms` the add-on creates the policy `ws-<ws>-policy` and the
-//!   trigger `ws-<ws>-trigger`; once the PodSnapshot is Ready it sets `paused: true`,
-//!   `checkpoint-state: Ready` and `last-checkpoint-name`. As upstream's
-//!   (gke-labs/workspaces `providers/gke/internal/snapshot/reconcile.go`,
-//!   `reconcileCheckpointing`), the pause has no failure path: a failed checkpoint (the
-//!   trigger's `Triggered=False/Failed`, the PodSnapshot's `Checkpoint=False`) and a hung one
-//!   both leave the Workspace `Checkpointing` with its pod running and its GPU held, until
-//!   it is deleted. Only a pod that is gone lets the pause through without a snapshot.
-//! - Resume: `checkpoint-state: Restoring`; new pods get `ps-name`; once the pod is Ready
-//!   the add-on deletes the Workspace's PodSnapshots and trigger and clears its annotations.
-//! - Delete: once the Workspace is gone, its PodSnapshots are deleted, then (when they are
-//!   gone) its policy and trigger ([`teardown`]). Simulator only: the Workspace annotation
+//! Every pass over an enabled Workspace ensures the ConfigMap `jupyter-ipc-config` in its
+//! namespace (`ensureIPCConfigMap`: created if missing, its data put back if it differs)
+//! and the policy `ws-<ws>-policy` (`ensureStorageConfigAndPolicy`), then:
+//!
+//! - `Checkpointing` ([`SnapshotAddon::checkpointing`], `reconcileCheckpointing`): with no
+//!   pod, or one being deleted, the pause completes with no snapshot (`paused: true`,
+//!   `checkpoint-state: Ready`, no `last-checkpoint-name`: the resume cold-starts). Else the
+//!   pod's gate turns False (and `Ready` with it); once `addon_settle_ms` has passed since
+//!   `checkpoint-started-at` the trigger `ws-<ws>-trigger` is created, stamped with it. A
+//!   trigger with another stamp is left from an earlier pause: it is deleted, and the next
+//!   pass makes a new one. Once the trigger's PodSnapshot is Ready the pause completes
+//!   (`paused: true`, `checkpoint-state: Ready`, `last-checkpoint-name`). There is no
+//!   failure path: a failed or hung checkpoint leaves the Workspace `Checkpointing` with its
+//!   pod running and its GPU held, until it is deleted.
+//! - Paused: nothing.
+//! - Otherwise ([`SnapshotAddon::active`], `reconcileActive`): once the pod is Running with
+//!   every container ready its gate turns True; after a resume (either annotation set) and
+//!   once the pod is Ready, the Workspace's PodSnapshots and trigger are deleted and its
+//!   annotations removed.
+//! - Deleted ([`teardown`], `reconcileDeletedWorkspace`): its PodSnapshots are deleted,
+//!   and its policy and trigger only once they are gone or have been terminating for
+//!   `addon_drain_timeout_ms`. Simulator only: the Workspace annotation
 //!   [`SIM_LAST_ACCESS_TIMEOUT`] shortens the policy's `lastAccessTimeout`.
 //!
 //! Faults applied here: `lose-home-files` (the home PVC's files are deleted while the
@@ -37,7 +50,7 @@ use serde_json::{Value, json};
 
 use super::agent::{
     PS_NAME, TRIGGERED_BY, annotation, condition_status, fault_on, is_deleting, label, name_of,
-    now_ms, str_at, uid_of,
+    str_at, uid_of,
 };
 use super::kubelet::WORKSPACE_LABEL;
 use super::scheduler::set_condition;
@@ -48,8 +61,9 @@ use crate::sim::store::meta::now_rfc3339;
 use crate::sim::store::{DeleteOptions, Event};
 use crate::sim::truth::Imposed;
 use webhook::{
-    ACTIVE_GATE, CHECKPOINT_STARTED_AT, CHECKPOINT_STATE, LAST_CHECKPOINT_NAME,
-    STORAGE_CONFIG_ANNOTATION, clear_state, hold_pause, inject_pod, requests_tpu,
+    ACTIVE_GATE, ACTIVE_MESSAGE, ACTIVE_REASON, CHECKPOINT_STARTED_AT, CHECKPOINT_STATE,
+    CHECKPOINTING_MESSAGE, CHECKPOINTING_REASON, IPC_CONFIG_KEY, IPC_CONFIG_MAP, IPC_SERVER_CONFIG,
+    LAST_CHECKPOINT_NAME, STORAGE_CONFIG_ANNOTATION, requests_tpu, workspace_pod,
 };
 
 /// The component name on the add-on's events.
@@ -62,11 +76,6 @@ pub const LAST_ACCESS_TIMEOUT: &str = "7d";
 /// the add-on creates for it (e.g. "3s"), so a test can watch retention expire a snapshot.
 /// The real add-on has no such setting.
 pub const SIM_LAST_ACCESS_TIMEOUT: &str = "sim.wsgate.dev/last-access-timeout";
-/// After a Workspace is deleted: how often its terminating snapshots are looked at, and how
-/// long they may hold the policy (which their finalizer needs to find the bucket) before it
-/// is retired anyway (a wedged finalizer, e.g. `snapshot-stuck-deleting`).
-const SNAPSHOT_DRAIN_INTERVAL: Duration = Duration::from_secs(1);
-const SNAPSHOT_DRAIN_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// `ws-<ws>-policy`.
 pub fn policy_name(ws: &str) -> String {
@@ -78,13 +87,21 @@ pub fn trigger_name(ws: &str) -> String {
     format!("ws-{ws}-trigger")
 }
 
-/// The add-on controller.
+/// The Workspace a `ws-<ws><suffix>` name was derived from.
+fn workspace_from(derived: &str, suffix: &str) -> Option<String> {
+    derived
+        .strip_prefix("ws-")?
+        .strip_suffix(suffix)
+        .filter(|n| !n.is_empty())
+        .map(str::to_string)
+}
+
+/// The add-on controller. It keeps no state of its own about pauses: the trigger's stamp
+/// is what ties it to one. The maps are the faults' bookkeeping.
 #[derive(Default)]
 pub struct SnapshotAddon {
     /// `lose-home-files`: Workspaces (uid) seen paused, and whether their files went yet.
     pauses: Mutex<HashMap<String, bool>>,
-    /// Workspace (uid) -> the checkpoint (its started-at) and the trigger (uid) created for it.
-    triggers: Mutex<HashMap<String, (String, String)>>,
     /// Pods (uid) that `duplicate-restore-attempts` already doubled.
     doubled: Mutex<HashSet<String>>,
 }
@@ -120,13 +137,26 @@ fn is_ready(pod: &Value) -> bool {
     condition_status(pod, "Ready") == Some("True")
 }
 
+/// Every container reports ready (and there is at least one).
+fn all_containers_ready(pod: &Value) -> bool {
+    let statuses = pod
+        .pointer("/status/containerStatuses")
+        .and_then(Value::as_array);
+    statuses.is_some_and(|s| {
+        !s.is_empty()
+            && s.iter()
+                .all(|c| c.get("ready").and_then(Value::as_bool) == Some(true))
+    })
+}
+
 fn phase(pod: &Value) -> &str {
     str_at(pod, "/status/phase").unwrap_or("Pending")
 }
 
-fn ms_since(rfc3339: Option<&str>) -> Option<Duration> {
+/// How long ago an RFC 3339 time was (negative when it lies ahead).
+fn since(rfc3339: Option<&str>) -> Option<chrono::Duration> {
     let t = DateTime::parse_from_rfc3339(rfc3339?).ok()?;
-    (Utc::now() - t.with_timezone(&Utc)).to_std().ok()
+    Some(Utc::now() - t.with_timezone(&Utc))
 }
 
 impl Reconciler for SnapshotAddon {
@@ -138,132 +168,153 @@ impl Reconciler for SnapshotAddon {
         &["Workspace"]
     }
 
+    /// As upstream's event handlers (`cache.go`): pods by their Workspace label, triggers
+    /// and policies by their Workspace owner or else by their derived name, PodSnapshots by
+    /// the trigger named in `gke-pod-snapshot-triggered-by`.
     fn keys_for(&self, ev: &Event) -> Vec<ObjKey> {
         let ns = ev.namespace.clone().unwrap_or_default();
         let o = &ev.object;
-        let ws = match ev.kind.kind {
-            "Workspace" => Some(name_of(o).to_string()),
-            "Pod" => label(o, WORKSPACE_LABEL).map(str::to_string),
-            "PodSnapshotManualTrigger" => o
-                .pointer("/metadata/ownerReferences")
+        let owner = || {
+            o.pointer("/metadata/ownerReferences")
                 .and_then(Value::as_array)
                 .and_then(|refs| {
                     refs.iter()
                         .find(|r| str_at(r, "/kind") == Some("Workspace"))
                 })
                 .and_then(|r| str_at(r, "/name"))
-                .map(str::to_string),
-            "PodSnapshot" => label(o, TRIGGERED_BY)
-                .and_then(|t| t.strip_prefix("ws-"))
-                .and_then(|t| t.strip_suffix("-trigger"))
-                .map(str::to_string),
+                .map(str::to_string)
+        };
+        let ws = match ev.kind.kind {
+            "Workspace" => Some(name_of(o).to_string()),
+            "Pod" => label(o, WORKSPACE_LABEL).map(str::to_string),
+            "PodSnapshotManualTrigger" => {
+                owner().or_else(|| workspace_from(name_of(o), "-trigger"))
+            }
+            "PodSnapshotPolicy" => owner().or_else(|| workspace_from(name_of(o), "-policy")),
+            "PodSnapshot" => label(o, TRIGGERED_BY).and_then(|t| workspace_from(t, "-trigger")),
             _ => None,
         };
         ws.map(|w| ws_key(&ns, &w)).into_iter().collect()
     }
 
     async fn reconcile(&self, ctx: &Ctx, key: &ObjKey) -> Next {
-        let Some(ws) = ctx.store.find(key.kind, key.ns(), &key.name) else {
-            return teardown(ctx, key);
-        };
-        if is_deleting(&ws) {
+        let ws = ctx
+            .store
+            .find(key.kind, key.ns(), &key.name)
+            .filter(|w| !is_deleting(w));
+        if !ctx.profile.addon.manages(&key.namespace) {
+            if let Some(ws) = ws.filter(|w| enabled(ctx, w)) {
+                webhook_writes(ctx, &ws);
+            }
             return Next::Done;
         }
+        let Some(ws) = ws else {
+            return match ctx.store.find(key.kind, key.ns(), &key.name) {
+                Some(_) => Next::Done,
+                None => teardown(ctx, key),
+            };
+        };
         let pods = workspace_pods(ctx, &key.namespace, &key.name);
         self.lose_home_files(ctx, &ws, &pods, false);
         if !enabled(ctx, &ws) {
             return Next::Done;
         }
-        let state = annotation(&ws, CHECKPOINT_STATE).map(str::to_string);
-        for p in &pods {
-            prepare_pod(ctx, &ws, p, state.as_deref());
+        ensure_ipc_config_map(ctx, &key.namespace);
+        ensure_policy(ctx, &ws, &key.name, &key.namespace);
+        let state = annotation(&ws, CHECKPOINT_STATE).unwrap_or("");
+        if state == "Checkpointing" {
+            return self.checkpointing(ctx, key, &ws, &pods);
         }
-        let primary = pods
-            .iter()
-            .find(|p| annotation(p, DUPLICATE_OF).is_none() && !is_deleting(p))
-            .cloned();
-        let running = primary
-            .as_ref()
-            .filter(|p| phase(p) == "Running" && !requests_tpu(p))
-            .cloned();
-        let paused = ws.pointer("/spec/paused") == Some(&json!(true));
-        let checkpointing = state.as_deref() == Some("Checkpointing");
-        if paused
-            && !matches!(state.as_deref(), Some("Ready" | "Failed"))
-            && (running.is_some() || checkpointing)
-        {
-            return self.hold(ctx, key, running.as_deref());
+        if ws.pointer("/spec/paused") == Some(&json!(true)) {
+            return Next::Done;
         }
-        match state.as_deref() {
-            Some("Checkpointing") => self.checkpointing(ctx, key, &ws, running.as_deref()),
-            Some("Ready") if !paused => {
-                update_ws(ctx, key, |w| {
-                    w["metadata"]["annotations"][CHECKPOINT_STATE] = json!("Restoring");
-                });
-                Next::Done
-            }
-            Some("Restoring") if !paused => self.restoring(ctx, key, &ws, &pods),
-            Some("Failed") if !paused => {
-                update_ws(ctx, key, clear_state);
-                Next::Done
-            }
-            _ => Next::Done,
-        }
+        self.active(ctx, key, &ws, &pods)
     }
 }
 
-/// What a deleted Workspace left (the add-on's teardown): its PodSnapshots are deleted
-/// first, and its policy and trigger only once they are gone, because the snapshot finalizer
+/// What upstream's webhooks write to other objects, which the store's admission hook
+/// cannot: the pod's gate turned False on the pause (`mutateWorkspace`) and the ConfigMap
+/// as a safety net on a pod's creation (`mutatePod`). In tenant namespaces the reconciler
+/// writes both anyway; elsewhere this is all that happens.
+fn webhook_writes(ctx: &Ctx, ws: &Value) {
+    let ns = str_at(ws, "/metadata/namespace").unwrap_or("");
+    let pods = workspace_pods(ctx, ns, name_of(ws));
+    if pods.is_empty() {
+        return;
+    }
+    ensure_ipc_config_map(ctx, ns);
+    if annotation(ws, CHECKPOINT_STATE) == Some("Checkpointing")
+        && let Some(pod) = workspace_pod(&pods, name_of(ws))
+        && phase(pod) == "Running"
+        && !is_deleting(pod)
+    {
+        set_active(ctx, pod, false);
+    }
+}
+
+/// What a deleted Workspace left (`reconcileDeletedWorkspace`). The policy is the marker:
+/// with none there is nothing to do. Its PodSnapshots (found by their
+/// `gke-pod-snapshot-triggered-by` label, terminating ones included) are deleted first,
+/// and the policy and trigger only once none is left, because the snapshot finalizer
 /// follows the policy to the bucket (deleting the policy first orphans the files,
-/// gke-pod-snapshots.md §3). Snapshots still terminating after [`SNAPSHOT_DRAIN_TIMEOUT`]
-/// stop pinning the policy. With no policy left there is nothing to do.
+/// gke-pod-snapshots.md §3). While every one is terminating, the policy stays until the
+/// newest deletion is `addon_drain_timeout_ms` old (a wedged finalizer, e.g.
+/// `snapshot-stuck-deleting`); it is looked at again every `addon_drain_interval_ms`.
 fn teardown(ctx: &Ctx, key: &ObjKey) -> Next {
     let ns = key.namespace.as_str();
-    let policy = policy_name(&key.name);
+    let timing = &ctx.profile.timing;
+    let interval = Duration::from_millis(timing.addon_drain_interval_ms);
+    let timeout = Duration::from_millis(timing.addon_drain_timeout_ms);
     if ctx
         .store
-        .find(kind("PodSnapshotPolicy"), key.ns(), &policy)
+        .find(kind("PodSnapshotPolicy"), key.ns(), &policy_name(&key.name))
         .is_none()
     {
         return Next::Done;
     }
     let trigger = trigger_name(&key.name);
-    let snapshots: Vec<_> = ctx
+    let draining: Vec<_> = ctx
         .store
         .all(kind("PodSnapshot"), key.ns())
         .into_iter()
         .filter(|s| label(s, TRIGGERED_BY) == Some(trigger.as_str()))
         .collect();
-    for s in snapshots.iter().filter(|s| !is_deleting(s)) {
-        super::agent::delete_snapshot(ctx, ns, name_of(s));
+    let all_terminating = !draining.is_empty() && draining.iter().all(|s| is_deleting(s));
+    if !all_terminating {
+        for s in &draining {
+            super::agent::delete_snapshot(ctx, ns, name_of(s));
+        }
+        if draining.is_empty() {
+            retire_policy(ctx, key);
+            return Next::Done;
+        }
+        return Next::After(interval);
     }
-    let waited = snapshots
+    // The newest deletion needs the most time: it is the one measured.
+    let waited = draining
         .iter()
-        .filter_map(|s| ms_since(str_at(s, "/metadata/deletionTimestamp")))
-        .max();
-    if !snapshots.is_empty() && waited.is_none_or(|w| w < SNAPSHOT_DRAIN_TIMEOUT) {
-        return Next::After(SNAPSHOT_DRAIN_INTERVAL);
+        .filter_map(|s| since(str_at(s, "/metadata/deletionTimestamp")))
+        .min()
+        .and_then(|d| d.to_std().ok())
+        .unwrap_or_default();
+    if waited < timeout {
+        return Next::After(interval);
     }
-    for (k, name) in [
-        ("PodSnapshotPolicy", policy.as_str()),
-        ("PodSnapshotManualTrigger", trigger.as_str()),
-    ] {
-        let _ = ctx
-            .store
-            .delete(kind(k), key.ns(), name, &DeleteOptions::default());
-    }
+    tracing::info!(workspace = %key.name, namespace = %ns, "snapshots still terminating after the drain timeout; retiring the policy anyway");
+    retire_policy(ctx, key);
     Next::Done
 }
 
-/// Whether the trigger's checkpoint failed: `Triggered=False`, or its PodSnapshot's
-/// `Checkpoint=False`.
-fn checkpoint_failed(ctx: &Ctx, key: &ObjKey, trigger: &Value) -> bool {
-    if condition_status(trigger, "Triggered") == Some("False") {
-        return true;
+/// Deletes a deleted Workspace's policy and trigger (`retirePolicy`).
+fn retire_policy(ctx: &Ctx, key: &ObjKey) {
+    for (k, name) in [
+        ("PodSnapshotPolicy", policy_name(&key.name)),
+        ("PodSnapshotManualTrigger", trigger_name(&key.name)),
+    ] {
+        let _ = ctx
+            .store
+            .delete(kind(k), key.ns(), &name, &DeleteOptions::default());
     }
-    str_at(trigger, "/status/snapshotCreated/name")
-        .and_then(|snap| ctx.store.find(kind("PodSnapshot"), key.ns(), snap))
-        .is_some_and(|s| condition_status(&s, "Checkpoint") == Some("False"))
 }
 
 /// Every pod of a Workspace (its STS pod and any duplicate), deleting ones included.
@@ -275,23 +326,54 @@ fn workspace_pods(ctx: &Ctx, ns: &str, ws: &str) -> Vec<Arc<Value>> {
         .collect()
 }
 
-/// A main-resource write of the Workspace.
-fn update_ws(ctx: &Ctx, key: &ObjKey, change: impl FnOnce(&mut Value)) {
-    let _ = ctx
-        .store
+/// A merge patch of the Workspace: `spec.paused` and annotations, `None` removing one
+/// (`patchWorkspacePauseAndAnnotations`). Returns the Workspace as written.
+fn patch_ws(
+    ctx: &Ctx,
+    key: &ObjKey,
+    paused: bool,
+    annotations: &[(&str, Option<&str>)],
+) -> Option<Value> {
+    ctx.store
         .modify(key.kind, key.ns(), &key.name, false, false, |cur| {
             let mut c = cur.clone();
-            change(&mut c);
+            c["spec"]["paused"] = json!(paused);
+            for (k, v) in annotations {
+                match v {
+                    Some(v) => c["metadata"]["annotations"][*k] = json!(v),
+                    None => {
+                        if let Some(a) = c
+                            .pointer_mut("/metadata/annotations")
+                            .and_then(Value::as_object_mut)
+                        {
+                            a.remove(*k);
+                        }
+                    }
+                }
+            }
             Ok(c)
-        });
+        })
+        .ok()
+        .map(|w| (*w).clone())
 }
 
-/// Sets the pod's `podsnapshot.gke.kubeflow.org/active` condition.
+/// Publishes the pod's readiness gate `podsnapshot.gke.kubeflow.org/active` and `Ready` in
+/// one status write (`setPodActiveCondition`, `applyPodConditions`): False with
+/// `CheckpointingInProgress` on both; True with `WorkspaceActive`, and `Ready` True
+/// (`ContainersReady`) when every container is ready. Nothing is written when the pod
+/// already shows it.
 fn set_active(ctx: &Ctx, pod: &Value, active: bool) {
     let status = if active { "True" } else { "False" };
-    if condition_status(pod, ACTIVE_GATE) == Some(status) {
+    if condition_status(pod, ACTIVE_GATE) == Some(status)
+        && (!active || is_ready(pod) || !all_containers_ready(pod))
+    {
         return;
     }
+    let (reason, message) = if active {
+        (ACTIVE_REASON, ACTIVE_MESSAGE)
+    } else {
+        (CHECKPOINTING_REASON, CHECKPOINTING_MESSAGE)
+    };
     let now = now_rfc3339();
     let uid = uid_of(pod).to_string();
     let _ = ctx.store.modify(
@@ -302,226 +384,226 @@ fn set_active(ctx: &Ctx, pod: &Value, active: bool) {
         false,
         |cur| {
             let mut c = cur.clone();
-            if uid_of(cur) == uid {
-                let (reason, message) = if active {
-                    (None, None)
-                } else {
-                    (
-                        Some("CheckpointInProgress"),
-                        Some("the workspace is being checkpointed"),
-                    )
-                };
-                set_condition(&mut c, ACTIVE_GATE, status, reason, message, &now);
+            if uid_of(cur) != uid {
+                return Ok(c);
+            }
+            if condition_status(cur, ACTIVE_GATE) != Some(status) {
+                set_condition(
+                    &mut c,
+                    ACTIVE_GATE,
+                    status,
+                    Some(reason),
+                    Some(message),
+                    &now,
+                );
+            }
+            match condition_status(cur, "Ready") {
+                Some("False") if !active => {}
+                Some(_) if !active => {
+                    set_condition(&mut c, "Ready", "False", Some(reason), Some(message), &now);
+                }
+                Some(s) if s != "True" && all_containers_ready(cur) => {
+                    set_condition(
+                        &mut c,
+                        "Ready",
+                        "True",
+                        Some("ContainersReady"),
+                        Some(""),
+                        &now,
+                    );
+                }
+                _ => {}
             }
             Ok(c)
         },
     );
 }
 
-/// The pod webhook, applied right after the pod appears: the gate's condition first (so
-/// the gate never waits on a missing condition), then runtime class, gate and pin.
-fn prepare_pod(ctx: &Ctx, ws: &Value, pod: &Value, state: Option<&str>) {
-    if is_deleting(pod) || matches!(phase(pod), "Succeeded" | "Failed") || requests_tpu(pod) {
-        return;
-    }
-    if condition_status(pod, ACTIVE_GATE).is_none() {
-        set_active(ctx, pod, state != Some("Checkpointing"));
-    }
-    let pin = match state {
-        Some("Ready" | "Restoring") if phase(pod) == "Pending" => {
-            annotation(ws, LAST_CHECKPOINT_NAME).map(str::to_string)
+/// Puts the ConfigMap `jupyter-ipc-config` in `ns`, or its data back (`ensureIPCConfigMap`).
+fn ensure_ipc_config_map(ctx: &Ctx, ns: &str) {
+    let data = json!({IPC_CONFIG_KEY: IPC_SERVER_CONFIG});
+    match ctx.store.find(kind("ConfigMap"), Some(ns), IPC_CONFIG_MAP) {
+        Some(cm) if cm.get("data") == Some(&data) => {}
+        Some(_) => {
+            let _ = ctx.store.modify(
+                kind("ConfigMap"),
+                Some(ns),
+                IPC_CONFIG_MAP,
+                false,
+                false,
+                |cur| {
+                    let mut c = cur.clone();
+                    c["data"] = data.clone();
+                    Ok(c)
+                },
+            );
         }
-        _ => None,
-    };
-    let mut probe = pod.clone();
-    if !inject_pod(&mut probe, pin.as_deref()) {
+        None => {
+            let cm = json!({"metadata": {"name": IPC_CONFIG_MAP}, "data": data});
+            if let Err(e) = ctx.store.create(kind("ConfigMap"), Some(ns), cm, false)
+                && e.code != 409
+            {
+                tracing::warn!(error = %e.message, "cannot create the IPC ConfigMap");
+            }
+        }
+    }
+}
+
+/// Creates the Workspace's `ws-<ws>-policy` if it is missing, with no owner: only
+/// [`teardown`] retires it (`ensureStorageConfigAndPolicy`).
+fn ensure_policy(ctx: &Ctx, ws: &Value, name: &str, ns: &str) {
+    let policy = policy_name(name);
+    if ctx
+        .store
+        .find(kind("PodSnapshotPolicy"), Some(ns), &policy)
+        .is_some()
+    {
         return;
     }
-    let uid = uid_of(pod).to_string();
-    let _ = ctx.store.modify(
-        kind("Pod"),
-        str_at(pod, "/metadata/namespace"),
-        name_of(pod),
-        false,
-        false,
-        |cur| {
-            let mut c = cur.clone();
-            if uid_of(cur) == uid {
-                inject_pod(&mut c, pin.as_deref());
-            }
-            Ok(c)
+    let storage = setting(ctx, ws, STORAGE_CONFIG_ANNOTATION).unwrap_or(STORAGE_CONFIG.into());
+    let retention = annotation(ws, SIM_LAST_ACCESS_TIMEOUT)
+        .filter(|t| super::agent::retention::parse_duration(t).is_some())
+        .unwrap_or(LAST_ACCESS_TIMEOUT);
+    let p = json!({
+        "metadata": {"name": policy},
+        "spec": {
+            "storageConfigName": storage,
+            "selector": {"matchLabels": {WORKSPACE_LABEL: name}},
+            "triggerConfig": {"type": "manual", "postCheckpoint": "stop"},
+            "retentionConfig": {"lastAccessTimeout": retention},
         },
-    );
+    });
+    if let Err(e) = ctx
+        .store
+        .create(kind("PodSnapshotPolicy"), Some(ns), p, false)
+        && e.code != 409
+    {
+        tracing::warn!(error = %e.message, "cannot create the snapshot policy");
+    }
 }
 
 impl SnapshotAddon {
-    /// The pause webhook's effect: hold the pause and drain the pod.
-    fn hold(&self, ctx: &Ctx, key: &ObjKey, pod: Option<&Value>) -> Next {
-        let now = now_ms();
-        update_ws(ctx, key, |w| {
-            hold_pause(w, &now);
-        });
-        if let Some(p) = pod {
-            set_active(ctx, p, false);
-        }
-        Next::After(Duration::from_millis(ctx.profile.timing.addon_settle_ms))
-    }
-
-    fn checkpointing(&self, ctx: &Ctx, key: &ObjKey, ws: &Value, pod: Option<&Value>) -> Next {
-        let ns = key.namespace.as_str();
-        let trigger = ctx.store.find(
-            kind("PodSnapshotManualTrigger"),
-            key.ns(),
-            &trigger_name(&key.name),
-        );
-        // A trigger left from an earlier pause (a failed one) is never re-run.
-        let started = annotation(ws, CHECKPOINT_STARTED_AT)
-            .unwrap_or("")
-            .to_string();
-        let trigger = trigger.filter(|t| {
-            lock(&self.triggers)
-                .get(uid_of(ws))
-                .is_some_and(|(s, u)| *s == started && u == uid_of(t))
-        });
+    /// A held pause (`reconcileCheckpointing`, see the module docs).
+    fn checkpointing(&self, ctx: &Ctx, key: &ObjKey, ws: &Value, pods: &[Arc<Value>]) -> Next {
+        let pod = workspace_pod(pods, &key.name).filter(|p| !is_deleting(p));
         let Some(pod) = pod else {
-            // Nothing left to checkpoint: let the pause through (upstream's only way out of
-            // Checkpointing without a Ready snapshot). A succeeded checkpoint stops the pod
-            // itself (`postCheckpoint: stop`), so a trigger still going is followed.
-            return match trigger {
-                Some(t) if !checkpoint_failed(ctx, key, &t) => {
-                    self.follow_trigger(ctx, key, Some(&t))
-                }
-                _ => self.no_pod(ctx, key),
-            };
+            // Nothing left to checkpoint: the pause completes, with no snapshot to restore.
+            patch_ws(
+                ctx,
+                key,
+                true,
+                &[
+                    (CHECKPOINT_STATE, Some("Ready")),
+                    (CHECKPOINT_STARTED_AT, None),
+                ],
+            );
+            return Next::Done;
         };
         set_active(ctx, pod, false);
+        let stamp = annotation(ws, CHECKPOINT_STARTED_AT).unwrap_or("");
         let settle = Duration::from_millis(ctx.profile.timing.addon_settle_ms);
-        let waited = ms_since(annotation(ws, CHECKPOINT_STARTED_AT)).unwrap_or(settle);
-        if waited < settle {
-            return Next::After(settle - waited);
+        if let Some(elapsed) = since(Some(stamp))
+            && let Ok(remaining) =
+                (chrono::Duration::from_std(settle).unwrap_or_default() - elapsed).to_std()
+            && !remaining.is_zero()
+        {
+            return Next::After(remaining);
         }
-        self.ensure_policy(ctx, ws, &key.name, ns);
-        let trigger = match trigger {
-            Some(t) if str_at(&t, "/spec/targetPod") == Some(name_of(pod)) => t,
-            _ => {
-                let _ = ctx.store.delete(
-                    kind("PodSnapshotManualTrigger"),
-                    key.ns(),
-                    &trigger_name(&key.name),
-                    &DeleteOptions::default(),
-                );
-                let t = json!({
-                    "metadata": {"name": trigger_name(&key.name), "ownerReferences": [{
-                        "apiVersion": "kubeflow.org/v1beta1", "kind": "Workspace",
-                        "name": key.name, "uid": uid_of(ws),
-                        "controller": true, "blockOwnerDeletion": true}]},
-                    "spec": {"targetPod": name_of(pod)},
-                });
-                match ctx
-                    .store
-                    .create(kind("PodSnapshotManualTrigger"), key.ns(), t, false)
-                {
-                    Ok(t) => {
-                        ctx.truth.record_imposed(Imposed::AddonSettle, settle);
-                        lock(&self.triggers)
-                            .insert(uid_of(ws).to_string(), (started, uid_of(&t).to_string()));
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e.message, "cannot create the trigger");
-                        return Next::After(Duration::from_millis(500));
-                    }
-                }
-                return Next::Done;
-            }
-        };
-        self.follow_trigger(ctx, key, Some(&trigger))
-    }
-
-    /// Follows the trigger to its PodSnapshot: Ready completes the pause. A failed
-    /// checkpoint changes nothing: the Workspace stays `Checkpointing` (upstream has no
-    /// failure path), with its pod running and its GPU held.
-    fn follow_trigger(&self, ctx: &Ctx, key: &ObjKey, trigger: Option<&Value>) -> Next {
+        let name = trigger_name(&key.name);
+        let trigger = ctx
+            .store
+            .find(kind("PodSnapshotManualTrigger"), key.ns(), &name);
         let Some(trigger) = trigger else {
+            self.create_trigger(ctx, key, ws, name_of(pod), stamp, settle);
             return Next::Done;
         };
-        if condition_status(trigger, "Triggered") != Some("True") {
+        if annotation(&trigger, CHECKPOINT_STARTED_AT).unwrap_or("") != stamp {
+            // Left from an earlier pause: it cannot satisfy this one. Its deletion brings
+            // the next pass, which makes a new one.
+            let _ = ctx.store.delete(
+                kind("PodSnapshotManualTrigger"),
+                key.ns(),
+                &name,
+                &DeleteOptions::default(),
+            );
             return Next::Done;
         }
-        let Some(snap) = str_at(trigger, "/status/snapshotCreated/name") else {
+        let Some(snap) = str_at(&trigger, "/status/snapshotCreated/name").filter(|s| !s.is_empty())
+        else {
             return Next::Done;
         };
-        let Some(s) = ctx.store.find(kind("PodSnapshot"), key.ns(), snap) else {
-            return Next::Done;
-        };
-        if condition_status(&s, "Ready") != Some("True") {
+        let ready = ctx
+            .store
+            .find(kind("PodSnapshot"), key.ns(), snap)
+            .is_some_and(|s| condition_status(&s, "Ready") == Some("True"));
+        if !ready {
             return Next::Done;
         }
-        let snap = snap.to_string();
-        let mut paused = None;
-        update_ws(ctx, key, |w| {
-            w["spec"]["paused"] = json!(true);
-            w["metadata"]["annotations"][CHECKPOINT_STATE] = json!("Ready");
-            w["metadata"]["annotations"][LAST_CHECKPOINT_NAME] = json!(snap);
-            paused = Some(w.clone());
-        });
+        let paused = patch_ws(
+            ctx,
+            key,
+            true,
+            &[
+                (LAST_CHECKPOINT_NAME, Some(snap)),
+                (CHECKPOINT_STATE, Some("Ready")),
+                (CHECKPOINT_STARTED_AT, None),
+            ],
+        );
         if let Some(p) = paused {
             self.lose_home_files(ctx, &p, &[], true);
         }
         Next::Done
     }
 
-    /// The pod is gone: the pause goes through without a snapshot, as upstream's (the resume
-    /// will cold-start), marked `checkpoint-state: Failed` until the resume (upstream writes
-    /// `Ready` with no `last-checkpoint-name`; the mark is the simulator's).
-    fn no_pod(&self, ctx: &Ctx, key: &ObjKey) -> Next {
-        update_ws(ctx, key, |w| {
-            w["spec"]["paused"] = json!(true);
-            clear_state(w);
-            w["metadata"]["annotations"][CHECKPOINT_STATE] = json!("Failed");
-        });
-        Next::Done
-    }
-
-    fn ensure_policy(&self, ctx: &Ctx, ws: &Value, name: &str, ns: &str) {
-        let policy = policy_name(name);
-        if ctx
-            .store
-            .find(kind("PodSnapshotPolicy"), Some(ns), &policy)
-            .is_some()
-        {
-            return;
-        }
-        let storage = setting(ctx, ws, STORAGE_CONFIG_ANNOTATION).unwrap_or(STORAGE_CONFIG.into());
-        let retention = annotation(ws, SIM_LAST_ACCESS_TIMEOUT)
-            .filter(|t| super::agent::retention::parse_duration(t).is_some())
-            .unwrap_or(LAST_ACCESS_TIMEOUT);
-        let p = json!({
-            "metadata": {"name": policy},
-            "spec": {
-                "selector": {"matchLabels": {WORKSPACE_LABEL: name}},
-                "storageConfigName": storage,
-                "triggerConfig": {"type": "manual", "postCheckpoint": "stop"},
-                "retentionConfig": {"lastAccessTimeout": retention},
+    /// `ws-<ws>-trigger` for `pod`, stamped with the pause's `checkpoint-started-at`
+    /// (`createManualTrigger`); one already there is left alone.
+    fn create_trigger(
+        &self,
+        ctx: &Ctx,
+        key: &ObjKey,
+        ws: &Value,
+        pod: &str,
+        stamp: &str,
+        settle: Duration,
+    ) {
+        let t = json!({
+            "metadata": {
+                "name": trigger_name(&key.name),
+                "annotations": {CHECKPOINT_STARTED_AT: stamp},
+                "ownerReferences": [{
+                    "apiVersion": "kubeflow.org/v1beta1", "kind": "Workspace",
+                    "name": key.name, "uid": uid_of(ws),
+                    "controller": false, "blockOwnerDeletion": true}],
             },
+            "spec": {"targetPod": pod},
         });
-        if let Err(e) = ctx
+        match ctx
             .store
-            .create(kind("PodSnapshotPolicy"), Some(ns), p, false)
+            .create(kind("PodSnapshotManualTrigger"), key.ns(), t, false)
         {
-            tracing::warn!(error = %e.message, "cannot create the snapshot policy");
+            Ok(_) => ctx.truth.record_imposed(Imposed::AddonSettle, settle),
+            Err(e) if e.code == 409 => {}
+            Err(e) => tracing::warn!(error = %e.message, "cannot create the trigger"),
         }
     }
 
-    fn restoring(&self, ctx: &Ctx, key: &ObjKey, ws: &Value, pods: &[Arc<Value>]) -> Next {
+    /// A Workspace meant to serve (`reconcileActive`, see the module docs).
+    fn active(&self, ctx: &Ctx, key: &ObjKey, ws: &Value, pods: &[Arc<Value>]) -> Next {
         let ns = key.namespace.as_str();
-        let primary = pods
-            .iter()
-            .find(|p| annotation(p, DUPLICATE_OF).is_none() && !is_deleting(p));
-        let Some(primary) = primary else {
+        let Some(pod) = workspace_pod(pods, &key.name).filter(|p| !is_deleting(p)) else {
             return Next::Done;
         };
-        if fault_on(ctx, Fault::DuplicateRestoreAttempts, &[ws, primary]) {
-            self.double(ctx, ns, ws, primary);
+        if phase(pod) != "Running" || !all_containers_ready(pod) || requests_tpu(pod) {
+            return Next::Done;
+        }
+        set_active(ctx, pod, true);
+        let state = annotation(ws, CHECKPOINT_STATE).unwrap_or("");
+        let last = annotation(ws, LAST_CHECKPOINT_NAME).unwrap_or("");
+        if state.is_empty() && last.is_empty() {
+            return Next::Done;
+        }
+        if fault_on(ctx, Fault::DuplicateRestoreAttempts, &[ws, pod]) && state == "Restoring" {
+            self.double(ctx, ns, ws, pod);
         }
         let duplicates: Vec<_> = pods
             .iter()
@@ -533,19 +615,20 @@ impl SnapshotAddon {
                 && phase(d) == "Pending"
                 && condition_status(d, "PodScheduled") != Some("False")
         });
-        if !is_ready(primary) || unsettled {
+        if !is_ready(pod) || unsettled {
             return Next::Done;
         }
+        // By label, not by name: a snapshot left by an interrupted cycle goes too.
+        let trigger = trigger_name(&key.name);
         for s in ctx.store.all(kind("PodSnapshot"), key.ns()) {
-            if label(&s, TRIGGERED_BY) == Some(trigger_name(&key.name).as_str()) && !is_deleting(&s)
-            {
+            if label(&s, TRIGGERED_BY) == Some(trigger.as_str()) && !is_deleting(&s) {
                 super::agent::delete_snapshot(ctx, ns, name_of(&s));
             }
         }
         let _ = ctx.store.delete(
             kind("PodSnapshotManualTrigger"),
             key.ns(),
-            &trigger_name(&key.name),
+            &trigger,
             &DeleteOptions::default(),
         );
         for d in duplicates {
@@ -553,7 +636,16 @@ impl SnapshotAddon {
                 .store
                 .delete(kind("Pod"), key.ns(), name_of(d), &DeleteOptions::default());
         }
-        update_ws(ctx, key, clear_state);
+        patch_ws(
+            ctx,
+            key,
+            false,
+            &[
+                (LAST_CHECKPOINT_NAME, None),
+                (CHECKPOINT_STATE, None),
+                (CHECKPOINT_STARTED_AT, None),
+            ],
+        );
         Next::Done
     }
 

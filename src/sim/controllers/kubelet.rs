@@ -27,6 +27,9 @@ pub struct Kubelet {
     seen: Mutex<HashMap<String, Instant>>,
     /// Restored pods (by uid) whose `PodRestored` condition is still to be written.
     pending_restored: Mutex<HashMap<String, PendingRestored>>,
+    /// Pods (by uid) last seen Ready, whoever wrote it (the snapshot add-on writes `Ready`
+    /// with its readiness gate, as upstream's), so each turn to Ready is noted once.
+    ready: Mutex<std::collections::HashSet<String>>,
 }
 
 /// A restore whose `PodRestored` condition the kubelet has yet to write.
@@ -72,10 +75,33 @@ impl Kubelet {
     fn forget(&self, uid: &str) {
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         seen.retain(|k, _| !k.ends_with(uid));
+        self.ready
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(uid);
         self.pending_restored
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(uid);
+    }
+
+    /// Notes whether the pod is Ready now: a turn to Ready is recorded (ground truth, and
+    /// the start of a pending `PodRestored` lag) once, whoever wrote it.
+    fn note_ready(&self, ctx: &Ctx, key: &ObjKey, uid: &str, node: &str, ready: bool) {
+        let turned = {
+            let mut seen = self.ready.lock().unwrap_or_else(|e| e.into_inner());
+            if ready {
+                seen.insert(uid.to_string())
+            } else {
+                seen.remove(uid);
+                false
+            }
+        };
+        if turned {
+            self.stamp_ready(uid);
+            ctx.truth
+                .record(Transition::PodReady, key.ns(), &key.name, Some(node), None);
+        }
     }
 
     /// Notes that the pod (by uid) was just marked Ready, for a pending `PodRestored`.
@@ -313,12 +339,8 @@ impl Reconciler for Kubelet {
                 }
                 None => {}
             }
-            if let Some(p) = ctx.store.find(key.kind, key.ns(), &key.name)
-                && condition_true(&p, "Ready")
-            {
-                self.stamp_ready(&uid);
-                ctx.truth
-                    .record(Transition::PodReady, key.ns(), &key.name, Some(&node), None);
+            if let Some(p) = ctx.store.find(key.kind, key.ns(), &key.name) {
+                self.note_ready(ctx, key, &uid, &node, condition_true(&p, "Ready"));
             }
             return self
                 .write_pod_restored(ctx, key, &uid)
@@ -342,12 +364,8 @@ impl Reconciler for Kubelet {
                         );
                         Ok(c)
                     });
-                if want {
-                    self.stamp_ready(&uid);
-                    ctx.truth
-                        .record(Transition::PodReady, key.ns(), &key.name, Some(&node), None);
-                }
             }
+            self.note_ready(ctx, key, &uid, &node, want);
             if let Some(wait) = self.write_pod_restored(ctx, key, &uid) {
                 return Next::After(wait);
             }
@@ -490,7 +508,64 @@ fn jupyter_spec(ctx: &Ctx, pod: &Value) -> JupyterSpec {
         base_url,
         token,
         port,
+        etc_jupyter: etc_jupyter_mounts(ctx, pod),
     }
+}
+
+/// The files the pod's first container mounts under `/etc/jupyter/` from ConfigMap
+/// volumes (`subPath` a key, or the whole map), with their content from the store now.
+/// A ConfigMap that is missing contributes nothing (a real kubelet would hold the pod in
+/// `ContainerCreating`).
+fn etc_jupyter_mounts(ctx: &Ctx, pod: &Value) -> Vec<(String, String)> {
+    let ns = str_of(pod, "/metadata/namespace").unwrap_or("default");
+    let volumes = pod.pointer("/spec/volumes").and_then(Value::as_array);
+    let mounts = pod
+        .pointer("/spec/containers/0/volumeMounts")
+        .and_then(Value::as_array);
+    let mut files = Vec::new();
+    for m in mounts.into_iter().flatten() {
+        let Some(path) = str_of(m, "/mountPath").and_then(|p| p.strip_prefix("/etc/jupyter"))
+        else {
+            continue;
+        };
+        let Some(map) = volumes
+            .into_iter()
+            .flatten()
+            .find(|v| str_of(v, "/name") == str_of(m, "/name"))
+            .and_then(|v| str_of(v, "/configMap/name"))
+        else {
+            continue;
+        };
+        let Some(data) = ctx
+            .store
+            .find(kind("ConfigMap"), Some(ns), map)
+            .and_then(|cm| cm.get("data").cloned())
+        else {
+            tracing::warn!(
+                configmap = map,
+                "a mounted ConfigMap is missing; its files are not there"
+            );
+            continue;
+        };
+        let path = path.trim_start_matches('/');
+        match str_of(m, "/subPath") {
+            Some(key) if !path.is_empty() && !path.contains('/') => {
+                if let Some(v) = data.get(key).and_then(Value::as_str) {
+                    files.push((path.to_string(), v.to_string()));
+                }
+            }
+            _ if path.is_empty() => {
+                if let Some(d) = data.as_object() {
+                    files.extend(
+                        d.iter()
+                            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))),
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+    files
 }
 
 /// Fault `gpu-not-released`: the GPU stays allocated on the node with no pod.

@@ -8,8 +8,10 @@
 //! still enforces XSRF on POST, PUT, PATCH and DELETE: a client echoes the `_xsrf` cookie.
 //!
 //! It runs from the simulator venv in a process group of its own (so signalling it never
-//! hits the test runner), with a private runtime directory (kernel connection files, the
-//! server log) and an optional `HOME` (the directory standing in for the PVC). Freezing it
+//! hits the test runner), with a private runtime directory (kernel connection files and,
+//! with the `ipc` transport, the kernels' sockets, kept short for the Unix socket path
+//! limit; the server log; files the pod mounts under `/etc/jupyter/`, on
+//! `JUPYTER_CONFIG_PATH`) and an optional `HOME` (the directory standing in for the PVC). Freezing it
 //! is a checkpoint, killing it and starting another on the same root and port is a cold
 //! start. Dropping a [`JupyterProcess`] kills the whole tree.
 
@@ -59,6 +61,11 @@ pub struct JupyterOptions {
     pub home: Option<PathBuf>,
     /// Extra environment variables.
     pub env: Vec<(String, String)>,
+    /// Files a pod mounts under `/etc/jupyter/` (file name, content), e.g. the snapshot
+    /// add-on's `jupyter_server_config.py`. The images find them because `/etc/jupyter` is on
+    /// Jupyter's config path; here they go into a directory of the server's own, put first
+    /// on `JUPYTER_CONFIG_PATH`.
+    pub etc_jupyter: Vec<(String, String)>,
 }
 
 impl JupyterOptions {
@@ -73,6 +80,7 @@ impl JupyterOptions {
             base_url: "/".to_owned(),
             home: None,
             env: Vec::new(),
+            etc_jupyter: Vec::new(),
         }
     }
 }
@@ -153,7 +161,7 @@ impl JupyterProcess {
         let base_url = normalize_base_url(&options.base_url);
         let runtime = tempfile::Builder::new()
             .prefix("wsgate-jupyter-")
-            .tempdir()
+            .tempdir_in(short_temp_dir())
             .map_err(|source| JupyterProcessError::Setup {
                 action: "create the server's runtime directory",
                 source,
@@ -163,6 +171,15 @@ impl JupyterProcess {
             action: "create the server's config directory",
             source,
         })?;
+        let etc_jupyter = runtime.path().join("etc-jupyter");
+        for (name, content) in &options.etc_jupyter {
+            fs::create_dir_all(&etc_jupyter)
+                .and_then(|()| fs::write(etc_jupyter.join(name), content))
+                .map_err(|source| JupyterProcessError::Setup {
+                    action: "write a mounted /etc/jupyter file",
+                    source,
+                })?;
+        }
         let log = File::create(runtime.path().join("server.log")).map_err(|source| {
             JupyterProcessError::Setup {
                 action: "create the server log",
@@ -199,6 +216,9 @@ impl JupyterProcess {
             .process_group(0);
         if let Some(home) = &options.home {
             cmd.env("HOME", home);
+        }
+        if !options.etc_jupyter.is_empty() {
+            cmd.env("JUPYTER_CONFIG_PATH", &etc_jupyter);
         }
         for (key, value) in &options.env {
             cmd.env(key, value);
@@ -386,6 +406,18 @@ fn auth_args(auth: ServerAuth, token: &str) -> Vec<String> {
             "--ServerApp.password=".to_owned(),
         ],
         ServerAuth::Token => vec![format!("--IdentityProvider.token={token}")],
+    }
+}
+
+/// Where runtime directories go: the system temp directory, or `/tmp` when its path is long.
+/// With `c.KernelManager.transport = 'ipc'` a kernel's sockets sit beside its connection
+/// file (`<runtime>/kernel-<uuid>-ipc-<port>`), and a Unix socket path has about 107 bytes.
+fn short_temp_dir() -> PathBuf {
+    let tmp = std::env::temp_dir();
+    if tmp.as_os_str().len() <= 24 {
+        tmp
+    } else {
+        PathBuf::from("/tmp")
     }
 }
 
