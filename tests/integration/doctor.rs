@@ -104,3 +104,28 @@ async fn options_the_filter_rules_refuse_fail_the_kind_check_with_the_kinds_word
     );
     sim.shutdown().await;
 }
+
+/// The add-on reconciles only its tenant namespaces: a test namespace outside them would
+/// hold every pause in Checkpointing, and doctor says so, reading the add-on's Deployment.
+#[tokio::test]
+async fn a_test_namespace_outside_the_addons_tenants_fails_the_tenant_check() {
+    let sim = start_platform(|p| p.addon.tenant_namespaces = vec!["team-a".into()]).await;
+    let client = sim.client().await.unwrap();
+    let all = checks(&client, &config(&[])).await;
+    let c = named(&all, "add-on tenant namespaces");
+    assert_eq!(c.status, Status::Fail, "{c:?}");
+    assert!(c.detail.contains("reconciles only team-a"), "{c:?}");
+    assert!(c.detail.contains("Checkpointing for ever"), "{c:?}");
+    assert!(
+        c.fix.as_deref().unwrap_or("").contains("TENANT_NAMESPACES"),
+        "{c:?}"
+    );
+    sim.shutdown().await;
+    let sim =
+        start_platform(|p| p.addon.tenant_namespaces = vec!["team-a".into(), "wsgate-test".into()])
+            .await;
+    let client = sim.client().await.unwrap();
+    let all = checks(&client, &config(&[])).await;
+    assert_eq!(named(&all, "add-on tenant namespaces").status, Status::Ok);
+    sim.shutdown().await;
+}
