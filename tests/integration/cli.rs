@@ -508,7 +508,10 @@ fn options_the_kind_refuses_stop_the_run_and_empty_ones_are_picked() {
         ),
         "{out}"
     );
-    assert!(out.contains("Kubeflow's workspaces backend refuses this pair"), "{out}");
+    assert!(
+        out.contains("Kubeflow's workspaces backend refuses this pair"),
+        "{out}"
+    );
     assert!(!out.contains("Running"), "nothing was created: {out}");
     let o = wsgate(&[
         "run",
