@@ -153,6 +153,39 @@ async fn workspace_owns_its_objects_pauses_resumes_and_is_garbage_collected() {
         Some("ws-demo")
     );
     assert!(!st.pod_template_pod.node_name.is_empty());
+    // The upstream gpu_t4_spot option names no toleration and selects the compute class:
+    // the API server's admission gave the pod the request and the toleration of
+    // nvidia.com/gpu, and it runs on a T4 node of class gpu-t4-spot.
+    let pod = Api::<Pod>::namespaced(client.clone(), NS)
+        .list(&ListParams::default().labels(&format!("{LABEL}=demo")))
+        .await
+        .unwrap()
+        .items
+        .remove(0);
+    let pspec = pod.spec.clone().unwrap();
+    let gpu_toleration = pspec.tolerations.unwrap_or_default().into_iter().any(|t| {
+        t.key.as_deref() == Some("nvidia.com/gpu")
+            && t.operator.as_deref() == Some("Exists")
+            && t.effect.as_deref() == Some("NoSchedule")
+    });
+    assert!(gpu_toleration, "{pod:?}");
+    let requests = pspec.containers[0]
+        .resources
+        .clone()
+        .unwrap()
+        .requests
+        .unwrap();
+    assert_eq!(requests["nvidia.com/gpu"].0, "1");
+    let node = Api::<k8s_openapi::api::core::v1::Node>::all(client.clone())
+        .get(pspec.node_name.as_deref().unwrap())
+        .await
+        .unwrap();
+    let node_labels = node.metadata.labels.unwrap();
+    assert_eq!(node_labels["cloud.google.com/compute-class"], "gpu-t4-spot");
+    assert_eq!(
+        node_labels["cloud.google.com/gke-accelerator"],
+        "nvidia-tesla-t4"
+    );
     let raw = status_json(&ws);
     assert_eq!(
         raw["podTemplateOptions"]["imageConfig"],

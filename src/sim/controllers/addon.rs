@@ -453,17 +453,31 @@ fn ensure_ipc_config_map(ctx: &Ctx, ns: &str) {
 /// [`teardown`] retires it (`ensureStorageConfigAndPolicy`).
 fn ensure_policy(ctx: &Ctx, ws: &Value, name: &str, ns: &str) {
     let policy = policy_name(name);
-    if ctx
-        .store
-        .find(kind("PodSnapshotPolicy"), Some(ns), &policy)
-        .is_some()
-    {
-        return;
-    }
-    let storage = setting(ctx, ws, STORAGE_CONFIG_ANNOTATION).unwrap_or(STORAGE_CONFIG.into());
     let retention = annotation(ws, SIM_LAST_ACCESS_TIMEOUT)
         .filter(|t| super::agent::retention::parse_duration(t).is_some())
         .unwrap_or(LAST_ACCESS_TIMEOUT);
+    if let Some(existing) = ctx.store.find(kind("PodSnapshotPolicy"), Some(ns), &policy) {
+        // Simulator only: the policy exists from the Workspace's first pass, so a
+        // [`SIM_LAST_ACCESS_TIMEOUT`] set later (a test shortening retention) is applied to
+        // it. Upstream leaves an existing policy's spec alone.
+        let current = str_at(&existing, "/spec/retentionConfig/lastAccessTimeout");
+        if annotation(ws, SIM_LAST_ACCESS_TIMEOUT).is_some() && current != Some(retention) {
+            let _ = ctx.store.modify(
+                kind("PodSnapshotPolicy"),
+                Some(ns),
+                &policy,
+                false,
+                false,
+                |cur| {
+                    let mut c = cur.clone();
+                    c["spec"]["retentionConfig"]["lastAccessTimeout"] = json!(retention);
+                    Ok(c)
+                },
+            );
+        }
+        return;
+    }
+    let storage = setting(ctx, ws, STORAGE_CONFIG_ANNOTATION).unwrap_or(STORAGE_CONFIG.into());
     let p = json!({
         "metadata": {"name": policy},
         "spec": {
