@@ -10,7 +10,6 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
 };
-use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
@@ -266,7 +265,9 @@ async fn kind(client: &kube::Client, cfg: &Config) -> Check {
         &k.spec,
         &cfg.workspace.image_config,
         &cfg.workspace.pod_config,
-        ns_labels(client, &cfg.target.namespace).await.as_ref(),
+        super::options::namespace_labels(client, &cfg.target.namespace)
+            .await
+            .as_ref(),
     ) {
         Ok(c) => Some(c),
         Err(e) => {
@@ -293,14 +294,6 @@ async fn kind(client: &kube::Client, cfg: &Config) -> Check {
              --set workspace.image_config=/pod_config= (\"\" lets wsgate pick)",
         ),
     }
-}
-
-async fn ns_labels(
-    client: &kube::Client,
-    namespace: &str,
-) -> Option<std::collections::BTreeMap<String, String>> {
-    let api: Api<Namespace> = Api::all(client.clone());
-    api.get_opt(namespace).await.ok().flatten()?.metadata.labels
 }
 
 /// The tenant namespaces the add-on reconciles, from its Deployment: the `-tenants` flag,

@@ -169,33 +169,9 @@ fn pod_config_labels(
     spec: &WorkspaceKindSpec,
     pod_config: &str,
 ) -> Result<BTreeMap<String, String>, Vec<String>> {
-    let values = spec
-        .pod_template
-        .pointer("/options/podConfig/values")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let id = |v: &Value| {
-        v.get("id")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string()
-    };
-    let Some(option) = values.iter().find(|v| id(v) == pod_config) else {
-        return Err(values.iter().map(id).collect());
-    };
-    Ok(option
-        .pointer("/spawner/labels")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|l| {
-            Some((
-                l.get("key")?.as_str()?.to_string(),
-                l.get("value")?.as_str()?.to_string(),
-            ))
-        })
-        .collect())
+    super::options::pod_option(spec, pod_config)
+        .map(super::options::labels)
+        .ok_or_else(|| super::options::pod_ids(spec))
 }
 
 /// The rule that pauses Workspaces of `pod_config` in a namespace with `namespace_labels`:

@@ -159,8 +159,18 @@ fn default_of(spec: &WorkspaceKindSpec, scope: Scope) -> Option<&str> {
         .and_then(Value::as_str)
 }
 
+/// The kind's podConfig option `id`, if it offers one.
+pub(super) fn pod_option<'a>(spec: &'a WorkspaceKindSpec, id: &str) -> Option<&'a Value> {
+    find(spec, Scope::Pod, id)
+}
+
+/// The ids of the kind's podConfig options, in the kind's order.
+pub(super) fn pod_ids(spec: &WorkspaceKindSpec) -> Vec<String> {
+    ids(spec, Scope::Pod)
+}
+
 /// An option's `spawner.labels` (a list of key/value pairs) as a map.
-fn labels(option: &Value) -> BTreeMap<String, String> {
+pub(super) fn labels(option: &Value) -> BTreeMap<String, String> {
     option
         .pointer("/spawner/labels")
         .and_then(Value::as_array)
@@ -368,6 +378,16 @@ pub fn choose(
     })
 }
 
+/// The namespace's labels, for filterRules that match namespaces (`None` when unreadable:
+/// such rules then do not match, as upstream's engine without context).
+pub async fn namespace_labels(
+    client: &kube::Client,
+    namespace: &str,
+) -> Option<BTreeMap<String, String>> {
+    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    api.get_opt(namespace).await.ok().flatten()?.metadata.labels
+}
+
 /// Reads the kind (and the namespace's labels, for namespace rules) and settles the options
 /// of `cfg.workspace`: checked, and picked where empty. Also checks `idle_pod_config`.
 pub async fn settle(
@@ -384,13 +404,7 @@ pub async fn settle(
             source,
         })?
         .ok_or_else(|| OptionsError::NoKind { kind: kind.clone() })?;
-    let ns_api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    let ns_labels = ns_api
-        .get_opt(&cfg.target.namespace)
-        .await
-        .ok()
-        .flatten()
-        .and_then(|n| n.metadata.labels);
+    let ns_labels = namespace_labels(client, &cfg.target.namespace).await;
     let choice = choose(
         &kind,
         &wsk.spec,
