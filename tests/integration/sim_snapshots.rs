@@ -57,6 +57,23 @@ where
         .unwrap_or_else(|| panic!("{what}: object gone"))
 }
 
+/// Waits until the add-on has cleared its three state annotations from Workspace `name`.
+async fn wait_state_cleared(a: &Apis, name: &str) {
+    wait_for(
+        &a.ws,
+        name,
+        "annotations cleared",
+        |w: Option<&Workspace>| {
+            w.is_some_and(|w| {
+                [STATE, STARTED_AT, LAST]
+                    .iter()
+                    .all(|k| ann(w, k).is_none())
+            })
+        },
+    )
+    .await;
+}
+
 async fn wait_gone<K>(api: &Api<K>, name: &str, what: &str)
 where
     K: Resource + Clone + Debug + serde::de::DeserializeOwned + Send + 'static,
@@ -457,19 +474,7 @@ async fn pause_checkpoints_into_a_pod_snapshot_and_resume_restores_from_it() {
     )
     .await;
     wait_gone(&a.triggers, "ws-nb-trigger", "trigger deleted").await;
-    wait_for(
-        &a.ws,
-        "nb",
-        "annotations cleared",
-        |w: Option<&Workspace>| {
-            w.is_some_and(|w| {
-                [STATE, STARTED_AT, LAST]
-                    .iter()
-                    .all(|k| ann(w, k).is_none())
-            })
-        },
-    )
-    .await;
+    wait_state_cleared(&a, "nb").await;
     assert!(listed(&bucket_listing(&sim, &prefix).await).is_empty());
     assert_eq!(
         std::fs::read_to_string(home.join("notes.txt")).unwrap(),
@@ -1197,19 +1202,7 @@ async fn a_pause_whose_pod_is_gone_completes_without_a_snapshot_and_the_resume_c
     let new_pod = workspace_pod(&a, "gone").await;
     assert_ne!(new_pod.uid(), pod.uid());
     assert_eq!(ann(&new_pod, PS_NAME), None, "no pin");
-    wait_for(
-        &a.ws,
-        "gone",
-        "annotations cleared",
-        |w: Option<&Workspace>| {
-            w.is_some_and(|w| {
-                [STATE, STARTED_AT, LAST]
-                    .iter()
-                    .all(|k| ann(w, k).is_none())
-            })
-        },
-    )
-    .await;
+    wait_state_cleared(&a, "gone").await;
     wait_gone(&a.triggers, "ws-gone-trigger", "trigger deleted").await;
     assert_eq!(
         truth_count(&sim.truth().events(), Transition::ColdStarted),
