@@ -327,7 +327,8 @@ fn workspace_kind(name: &str, resumable: bool) -> Value {
     let mut annotations = json!({});
     if resumable {
         annotations[SNAPSHOT_ENABLED] = json!("true");
-        annotations[STORAGE_CONFIG_KIND_ANNOTATION] = json!(STORAGE_CONFIG);
+        annotations[super::controllers::addon::webhook::STORAGE_CONFIG_ANNOTATION] =
+            json!(STORAGE_CONFIG);
     }
     let prefix = "{{ httpPathPrefix \"jupyterlab\" }}";
     json!({
@@ -377,9 +378,6 @@ fn workspace_kind(name: &str, resumable: bool) -> Value {
         }
     })
 }
-
-/// The kind annotation naming the PodSnapshotStorageConfig.
-pub const STORAGE_CONFIG_KIND_ANNOTATION: &str = "podsnapshot.gke.kubeflow.org/storage-config";
 
 /// Creates the nodes, WorkspaceKinds and storage config in a fresh store.
 /// Where GKE Workspaces runs its snapshot add-on.
