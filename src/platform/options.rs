@@ -281,6 +281,21 @@ pub fn refusals(
         .collect()
 }
 
+/// The first imageConfig option the filterRules allow with podConfig `pod`, the kind's
+/// default image first.
+fn allowed_image<'a>(
+    spec: &'a WorkspaceKindSpec,
+    pod: &str,
+    ns_labels: Option<&BTreeMap<String, String>>,
+) -> Option<&'a Value> {
+    let default = default_of(spec, Scope::Image);
+    let mut order: Vec<&Value> = values(spec, Scope::Image).iter().collect();
+    order.sort_by_key(|v| Some(id(v)) != default);
+    order
+        .into_iter()
+        .find(|v| refusals(spec, id(v), pod, ns_labels).is_empty())
+}
+
 /// Checks (or picks, where empty) the options against the kind.
 pub fn choose(
     kind: &str,
@@ -327,20 +342,11 @@ pub fn choose(
         pod_config.to_string()
     };
     let image = if image_config.is_empty() {
-        let default = default_of(spec, Scope::Image);
-        let mut order: Vec<&Value> = values(spec, Scope::Image).iter().collect();
-        order.sort_by_key(|v| Some(id(v)) != default);
-        let allowed = order
-            .iter()
-            .find(|v| refusals(spec, id(v), &pod, ns_labels).is_empty())
-            .ok_or_else(|| OptionsError::NoImage {
+        let allowed =
+            allowed_image(spec, &pod, ns_labels).ok_or_else(|| OptionsError::NoImage {
                 kind: kind.into(),
                 pod: pod.clone(),
-                refused: order
-                    .iter()
-                    .map(|v| id(v).to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                refused: ids(spec, Scope::Image).join(", "),
             })?;
         picked.push(format!(
             "imageConfig {:?} (the first image its filterRules allow with {pod:?})",
@@ -354,9 +360,7 @@ pub fn choose(
     };
     let reasons = refusals(spec, &image, &pod, ns_labels);
     if !reasons.is_empty() {
-        let suggestion = values(spec, Scope::Image)
-            .iter()
-            .find(|v| refusals(spec, id(v), &pod, ns_labels).is_empty())
+        let suggestion = allowed_image(spec, &pod, ns_labels)
             .map(|v| format!("imageConfig {:?} with podConfig {pod:?}", id(v)));
         return Err(OptionsError::Denied {
             kind: kind.into(),
