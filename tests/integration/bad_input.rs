@@ -430,9 +430,30 @@ mod fuzz {
         "../../etc/passwd",
     ];
 
+    const FIXTURE_REPORT: &str = "fixtures/reports/nightly-a.json";
+
+    /// A copy of [`FIXTURE_REPORT`] in a directory of its own, made once per test process.
+    fn report_copy() -> &'static str {
+        static COPY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        COPY.get_or_init(|| {
+            let dir = tempfile::tempdir().unwrap().keep();
+            let to = dir.join("nightly-a.json");
+            std::fs::copy(
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE_REPORT),
+                &to,
+            )
+            .unwrap();
+            to.display().to_string()
+        })
+    }
+
     fn token() -> impl Strategy<Value = String> {
         prop_oneof![
-            8 => proptest::sample::select(TOKENS).prop_map(str::to_string),
+            8 => proptest::sample::select(TOKENS).prop_map(|t| {
+                // A report given to `wsgate report` is re-rendered beside itself: point at a
+                // copy, so that no run writes into the source tree.
+                if t == FIXTURE_REPORT { report_copy().to_string() } else { t.to_string() }
+            }),
             1 => "[a-z0-9=.,@ -]{0,12}",
             1 => (1usize..70_000).prop_map(|n| "9".repeat(n)),
         ]
