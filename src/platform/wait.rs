@@ -141,11 +141,13 @@ where
     let mut last_progress = start;
     let mut last_error: Option<String> = None;
     loop {
-        let next = tokio::time::timeout_at(
-            deadline.min(last_progress + Duration::from_secs(1)),
-            stream.next(),
-        )
-        .await;
+        // Wake for the next event, the next progress line or the end of the budget, whichever
+        // comes first (and never before: a wake-up that is already due would spin).
+        let wake = match wait.progress_every {
+            Some(every) => deadline.min(last_progress + every),
+            None => deadline,
+        };
+        let next = tokio::time::timeout_at(wake, stream.next()).await;
         let event = match next {
             Err(_) => {
                 let now = Instant::now();
@@ -159,21 +161,15 @@ where
                         last_error,
                     });
                 }
-                if let Some(every) = wait.progress_every
-                    && now.duration_since(last_progress) >= every
-                {
-                    eprintln!(
-                        "  waiting for {object} to {} ({}): {:.0}s of {:.0}s, now: {}",
-                        wait.what,
-                        wait.phase,
-                        now.duration_since(start).as_secs_f64(),
-                        wait.budget.as_secs_f64(),
-                        describe(current.as_ref())
-                    );
-                    last_progress = now;
-                } else if wait.progress_every.is_none() {
-                    last_progress = now;
-                }
+                eprintln!(
+                    "  waiting for {object} to {} ({}): {:.0}s of {:.0}s, now: {}",
+                    wait.what,
+                    wait.phase,
+                    now.duration_since(start).as_secs_f64(),
+                    wait.budget.as_secs_f64(),
+                    describe(current.as_ref())
+                );
+                last_progress = now;
                 continue;
             }
             Ok(None) => return Err(WaitError::Ended { object }),
