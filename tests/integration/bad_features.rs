@@ -1,8 +1,6 @@
 //! `wsgate run` over a directory of malformed features: the usage exit code and a message
 //! naming each bad file (with its line), before any target is started; never a panic.
 
-use std::process::Command;
-
 /// Files each broken in its own way; every one must be named in the output.
 const BAD: &[(&str, &[u8])] = &[
     ("truncated.feature", b"Feature: cut\n  Scenario: s\n    Given a snapshot-enabled GPU wor"),
@@ -23,7 +21,7 @@ fn malformed_features_are_a_usage_error_naming_each_file() {
     for (name, bytes) in BAD {
         std::fs::write(features.join(name), bytes).unwrap();
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_wsgate"))
+    let out = crate::common::within(crate::common::COMMAND_LIMIT_S, env!("CARGO_BIN_EXE_wsgate"))
         .current_dir(dir.path())
         .env_remove("KUBECONFIG")
         .env_remove("KUBERNETES_SERVICE_HOST")

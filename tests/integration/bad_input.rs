@@ -3,16 +3,14 @@
 //! runs under `timeout`, so a hang fails the test instead of stalling it.
 
 use std::net::TcpListener;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use crate::common::text;
 
 /// `wsgate ARGS` with `env`, killed after `secs` (exit 124 then).
 fn wsgate_within(secs: u32, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut c = Command::new("timeout");
-    c.arg(secs.to_string())
-        .arg(env!("CARGO_BIN_EXE_wsgate"))
-        .args(args)
+    let mut c = crate::common::within(secs.into(), env!("CARGO_BIN_EXE_wsgate"));
+    c.args(args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .env_remove("KUBECONFIG")
         .env_remove("KUBERNETES_SERVICE_HOST");

@@ -10,9 +10,8 @@ use serde_json::json;
 const NS: &str = "wsgate-test";
 
 fn wsgate() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_wsgate"));
-    c.current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env_remove("KUBECONFIG");
+    let mut c = crate::common::wsgate_command();
+    c.env_remove("KUBECONFIG");
     c
 }
 

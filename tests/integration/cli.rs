@@ -262,7 +262,7 @@ async fn sim_serves_its_kubeconfig_and_stops_cleanly_on_sigterm() {
     use std::time::Duration;
     let dir = tempfile::tempdir().unwrap();
     let kc = dir.path().join("kc.yaml");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_wsgate"))
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_wsgate"))
         .args(["sim", "--kubeconfig", kc.to_str().unwrap()])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .stdout(std::process::Stdio::piped())
@@ -301,11 +301,12 @@ async fn sim_serves_its_kubeconfig_and_stops_cleanly_on_sigterm() {
     unsafe {
         libc::kill(child.id() as i32, libc::SIGTERM);
     }
-    let status = tokio::task::spawn_blocking(move || child.wait())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(status.success(), "{status}");
+    let out = tokio::task::spawn_blocking(move || {
+        crate::common::wait_within(child, 60, "wsgate sim after SIGTERM")
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{}", out.status);
 }
 
 #[test]

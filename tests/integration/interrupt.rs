@@ -218,10 +218,11 @@ async fn sigint_and_sigterm_in_each_phase_leave_nothing_and_write_reports() {
             When::AfterStep(step) => wait_for_line(&mut rx, &mut seen, step).await,
         }
         signal(&child, sig);
-        let out = tokio::task::spawn_blocking(move || child.wait_with_output())
-            .await
-            .unwrap()
-            .unwrap();
+        let out = tokio::task::spawn_blocking(move || {
+            crate::common::wait_within(child, crate::common::COMMAND_LIMIT_S, "wsgate run")
+        })
+        .await
+        .unwrap();
         while let Ok(line) = rx.try_recv() {
             seen.push(line);
         }
@@ -265,10 +266,12 @@ async fn after_sigkill_the_janitor_removes_what_the_run_left() {
     let mut seen = Vec::new();
     wait_for_line(&mut rx, &mut seen, "When the workspace is paused").await;
     signal(&child, libc::SIGKILL);
-    let status = tokio::task::spawn_blocking(move || child.wait())
-        .await
-        .unwrap()
-        .unwrap();
+    let status = tokio::task::spawn_blocking(move || {
+        crate::common::wait_within(child, 60, "wsgate run after SIGKILL")
+    })
+    .await
+    .unwrap()
+    .status;
     assert_eq!(status.code(), None, "SIGKILL ends the run without a word");
     let run_id = seen
         .iter()
@@ -284,7 +287,7 @@ async fn after_sigkill_the_janitor_removes_what_the_run_left() {
     );
     let kc_arg = kc.clone();
     let out = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_wsgate"))
+        crate::common::wsgate_command()
             .env_remove("KUBECONFIG")
             .env_remove("KUBERNETES_SERVICE_HOST")
             .args(["janitor", "--target", "cluster", "--namespace", NS])

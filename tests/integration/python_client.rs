@@ -6,7 +6,7 @@
 //! `python3`, or when pip cannot install the package, the test prints a `SKIPPED:` line and passes.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -37,7 +37,7 @@ fn python_with_client() -> Result<PathBuf, String> {
     let check =
         format!("import kubernetes, sys; sys.exit(kubernetes.__version__ != {CLIENT_VERSION:?})");
     let ready = || {
-        Command::new(&python)
+        crate::common::within(60, &python)
             .args(["-c", &check])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -47,7 +47,7 @@ fn python_with_client() -> Result<PathBuf, String> {
     if ready() {
         return Ok(python);
     }
-    let out = Command::new("python3")
+    let out = crate::common::within(120, "python3")
         .args(["-m", "venv"])
         .arg(&venv)
         .output()
@@ -58,7 +58,7 @@ fn python_with_client() -> Result<PathBuf, String> {
             String::from_utf8_lossy(&out.stderr)
         ));
     }
-    let out = Command::new(venv.join("bin").join("pip"))
+    let out = crate::common::within(600, venv.join("bin").join("pip"))
         .args([
             "install",
             "--quiet",

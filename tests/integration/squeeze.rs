@@ -125,10 +125,11 @@ async fn placeholder_pods_and_taints_squeeze_then_leave_nothing() {
         ("taint", "taint wsgate.dev/squeeze="),
     ] {
         let child = spawn_run(work.path(), &kc, method);
-        let out = tokio::task::spawn_blocking(move || child.wait_with_output())
-            .await
-            .unwrap()
-            .unwrap();
+        let out = tokio::task::spawn_blocking(move || {
+            crate::common::wait_within(child, crate::common::COMMAND_LIMIT_S, "wsgate run")
+        })
+        .await
+        .unwrap();
         let text = format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),
@@ -198,10 +199,11 @@ async fn sigint_while_squeezed_removes_placeholders_and_taints() {
         unsafe {
             libc::kill(child.id() as i32, libc::SIGINT);
         }
-        let out = tokio::task::spawn_blocking(move || child.wait_with_output())
-            .await
-            .unwrap()
-            .unwrap();
+        let out = tokio::task::spawn_blocking(move || {
+            crate::common::wait_within(child, crate::common::COMMAND_LIMIT_S, "wsgate run")
+        })
+        .await
+        .unwrap();
         assert_eq!(
             out.status.code(),
             Some(wsgate::exit_code::INTERRUPTED),
