@@ -403,3 +403,109 @@ async fn fault_gpu_not_released_keeps_the_gpu_allocated_after_the_pod_is_gone() 
             .any(|e| e.transition == GpuReleased && e.name == "g1")
     );
 }
+
+/// A pod whose ConfigMap volume does not exist is held in `ContainerCreating` with the
+/// kubelet's `FailedMount` Warning, and starts once the ConfigMap is created (the snapshot
+/// add-on's pod webhook mounts `jupyter-ipc-config`, which a namespace may not have yet).
+#[tokio::test]
+async fn a_missing_config_map_holds_the_pod_in_container_creating_until_it_exists() {
+    use k8s_openapi::api::core::v1::{ConfigMap, Event};
+    let sim = crate::common::start_platform(|_| {}).await;
+    let client = sim.client().await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "mounts"},
+        "spec": {
+            "containers": [{"name": "main", "image": "busybox",
+                "volumeMounts": [{"name": "cfg", "mountPath": "/etc/cfg"}]}],
+            "volumes": [
+                {"name": "cfg", "configMap": {"name": "not-yet"}},
+                {"name": "maybe", "configMap": {"name": "never", "optional": true}}
+            ]
+        }
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let held = wait_for(&pods, "mounts", "container waiting", |p: Option<&Pod>| {
+        p.and_then(|p| p.status.as_ref())
+            .and_then(|s| s.container_statuses.as_ref())
+            .is_some_and(|cs| !cs.is_empty())
+    })
+    .await;
+    let status = held.status.unwrap();
+    assert_eq!(status.phase.as_deref(), Some("Pending"));
+    let waiting = status.container_statuses.unwrap()[0]
+        .state
+        .clone()
+        .unwrap()
+        .waiting
+        .unwrap();
+    assert_eq!(waiting.reason.as_deref(), Some("ContainerCreating"));
+    let events: Api<Event> = Api::namespaced(client.clone(), NS);
+    let said: Vec<String> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.involved_object.name.as_deref() == Some("mounts"))
+        .filter(|e| e.reason.as_deref() == Some("FailedMount"))
+        .map(|e| {
+            format!(
+                "{} {}",
+                e.type_.unwrap_or_default(),
+                e.message.unwrap_or_default()
+            )
+        })
+        .collect();
+    assert_eq!(
+        said,
+        [r#"Warning MountVolume.SetUp failed for volume "cfg" : configmap "not-yet" not found"#],
+        "one event, the required volume only"
+    );
+    // Still held a moment later; then the ConfigMap comes and the pod starts.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let still = pods.get("mounts").await.unwrap();
+    assert_eq!(still.status.unwrap().phase.as_deref(), Some("Pending"));
+    let maps: Api<ConfigMap> = Api::namespaced(client, NS);
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "not-yet"}, "data": {"k": "v"}}))
+            .unwrap();
+    maps.create(&PostParams::default(), &cm).await.unwrap();
+    wait_for(
+        &pods,
+        "mounts",
+        "running once the ConfigMap exists",
+        conditions::is_pod_running(),
+    )
+    .await;
+}
+
+/// The garbage collector's rule: an object created for an owner that is already gone (a
+/// controller that read its owner just before the delete) is removed, so a StatefulSet
+/// made for a deleted Workspace cannot run a pod that holds a GPU for ever.
+#[tokio::test]
+async fn an_object_whose_owner_is_gone_is_garbage_collected() {
+    let sim = crate::common::start_platform(|_| {}).await;
+    let client = sim.client().await.unwrap();
+    let sets: Api<StatefulSet> = Api::namespaced(client.clone(), NS);
+    let pods: Api<Pod> = Api::namespaced(client, NS);
+    let sts: StatefulSet = serde_json::from_value(json!({
+        "metadata": {"name": "orphan", "ownerReferences": [{"apiVersion": "kubeflow.org/v1beta1",
+            "kind": "Workspace", "name": "gone", "uid": "0b6f4a4e-0000-4000-8000-000000000000",
+            "controller": true}]},
+        "spec": {"replicas": 1, "serviceName": "orphan",
+            "selector": {"matchLabels": {"app": "orphan"}},
+            "template": {"metadata": {"labels": {"app": "orphan"}},
+                "spec": {"containers": [{"name": "main", "image": "busybox"}]}}}
+    }))
+    .unwrap();
+    let created = sets.create(&PostParams::default(), &sts).await.unwrap();
+    assert_eq!(created.name_any(), "orphan", "the create is answered");
+    assert!(sets.get_opt("orphan").await.unwrap().is_none(), "collected");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        pods.get_opt("orphan-0").await.unwrap().is_none(),
+        "no pod ran for it"
+    );
+}

@@ -1,6 +1,7 @@
 //! The kubelet of every simulated node: starts the process behind a bound pod (after the
 //! profile's start delay), reports phase, IP, container status and the Ready condition
-//! (readiness gates included), and finishes graceful deletion, after which the pod's GPU
+//! (readiness gates included), holds a pod whose ConfigMap volume is missing in
+//! `ContainerCreating` (a `FailedMount` event), and finishes graceful deletion, after which the pod's GPU
 //! is free again. A restored pod's `PodRestored` condition comes the profile's
 //! `pod_restored_after_ready_ms` after the pod turned Ready, as on GKE, which streams the
 //! memory in lazily and writes the condition last.
@@ -241,6 +242,10 @@ impl Reconciler for Kubelet {
             if elapsed < wait {
                 return Next::After(wait - elapsed);
             }
+            if let Some((volume, map)) = missing_config_map(ctx, &pod) {
+                self.hold_for_mount(ctx, key, &pod, &uid, &volume, &map);
+                return Next::After(MOUNT_RETRY);
+            }
             let (started, restored) = match self.start_process(ctx, &pod, &uid, plan.as_ref()) {
                 Ok(Some(s)) => s,
                 Ok(None) => return Next::After(Duration::from_millis(50)),
@@ -423,6 +428,80 @@ impl Kubelet {
         Ok(None)
     }
 
+    /// A volume cannot be mounted: the pod stays Pending with its container waiting in
+    /// `ContainerCreating`, and one `FailedMount` Warning says why, in the kubelet's words.
+    fn hold_for_mount(
+        &self,
+        ctx: &Ctx,
+        key: &ObjKey,
+        pod: &Value,
+        uid: &str,
+        volume: &str,
+        map: &str,
+    ) {
+        let first = {
+            let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+            let k = format!("mount/{uid}");
+            let first = !seen.contains_key(&k);
+            seen.entry(k).or_insert_with(Instant::now);
+            first
+        };
+        if !first {
+            return;
+        }
+        events::record(
+            ctx,
+            pod,
+            "Warning",
+            "FailedMount",
+            &format!(
+                "MountVolume.SetUp failed for volume \"{volume}\" : configmap \"{map}\" not found"
+            ),
+            "kubelet",
+        );
+        let name = pod
+            .pointer("/spec/containers/0/name")
+            .cloned()
+            .unwrap_or(json!("main"));
+        let image = pod
+            .pointer("/spec/containers/0/image")
+            .cloned()
+            .unwrap_or(json!(""));
+        let now = now_rfc3339();
+        let _ = ctx
+            .store
+            .modify(key.kind, key.ns(), &key.name, true, false, |cur| {
+                let mut c = cur.clone();
+                c["status"]["containerStatuses"] = json!([{
+                    "name": name, "ready": false, "restartCount": 0, "started": false,
+                    "image": image, "imageID": "",
+                    "state": {"waiting": {"reason": "ContainerCreating"}},
+                }]);
+                let unready = format!(
+                    "containers with unready status: [{}]",
+                    name.as_str().unwrap_or("main")
+                );
+                set_condition(&mut c, "Initialized", "True", None, None, &now);
+                set_condition(
+                    &mut c,
+                    "ContainersReady",
+                    "False",
+                    Some("ContainersNotReady"),
+                    Some(&unready),
+                    &now,
+                );
+                set_condition(
+                    &mut c,
+                    "Ready",
+                    "False",
+                    Some("ContainersNotReady"),
+                    Some(&unready),
+                    &now,
+                );
+                Ok(c)
+            });
+    }
+
     /// The container could not start: report it as a waiting container with a reason.
     fn fail_start(&self, ctx: &Ctx, key: &ObjKey, message: &str) {
         let now = now_rfc3339();
@@ -512,10 +591,29 @@ fn jupyter_spec(ctx: &Ctx, pod: &Value) -> JupyterSpec {
     }
 }
 
+/// How often the kubelet tries a held pod's volumes again. A real kubelet backs off from
+/// half a second to about two minutes; the simulator retries at this steady pace.
+const MOUNT_RETRY: Duration = Duration::from_secs(1);
+
+/// The first ConfigMap volume of `pod` (not marked `optional`) whose ConfigMap is not in the
+/// pod's namespace, as (volume, ConfigMap). A real kubelet mounts every volume of the pod
+/// before it starts a container, so such a pod stays in `ContainerCreating` until the
+/// ConfigMap exists (the snapshot add-on's pod webhook mounts `jupyter-ipc-config`, which
+/// its reconciler creates: in a namespace it has not reconciled yet, pods wait for it).
+fn missing_config_map(ctx: &Ctx, pod: &Value) -> Option<(String, String)> {
+    let ns = str_of(pod, "/metadata/namespace").unwrap_or("default");
+    pod.pointer("/spec/volumes")
+        .and_then(Value::as_array)?
+        .iter()
+        .filter(|v| v.pointer("/configMap/optional").and_then(Value::as_bool) != Some(true))
+        .filter_map(|v| Some((str_of(v, "/name")?, str_of(v, "/configMap/name")?)))
+        .find(|(_, map)| ctx.store.find(kind("ConfigMap"), Some(ns), map).is_none())
+        .map(|(volume, map)| (volume.to_string(), map.to_string()))
+}
+
 /// The files the pod's first container mounts under `/etc/jupyter/` from ConfigMap
-/// volumes (`subPath` a key, or the whole map), with their content from the store now.
-/// A ConfigMap that is missing contributes nothing (a real kubelet would hold the pod in
-/// `ContainerCreating`).
+/// volumes (`subPath` a key, or the whole map), with their content from the store now
+/// (every one exists: [`missing_config_map`] holds the pod until it does).
 fn etc_jupyter_mounts(ctx: &Ctx, pod: &Value) -> Vec<(String, String)> {
     let ns = str_of(pod, "/metadata/namespace").unwrap_or("default");
     let volumes = pod.pointer("/spec/volumes").and_then(Value::as_array);

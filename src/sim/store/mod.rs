@@ -399,8 +399,42 @@ impl Store {
             meta_mut(&mut obj).insert("resourceVersion".into(), json!(inner.rv.to_string()));
             return Ok(Arc::new(obj));
         }
-        let stored = self.commit(&mut inner, kind, k, obj, EventType::Added, None);
+        let dangling = Self::owners_all_absent(&inner, ns.as_deref(), &obj);
+        let stored = self.commit(&mut inner, kind, k.clone(), obj, EventType::Added, None);
+        if dangling {
+            // The garbage collector's rule: a dependent whose owners are all gone is deleted.
+            // A controller that read its owner just before the owner was deleted (and so
+            // created this after the cascade) would otherwise leave it, and its pod's GPU,
+            // for ever. The real collector does this within moments; here at once.
+            let _ = self.delete_locked(&mut inner, kind, k, &DeleteOptions::default());
+        }
         Ok(stored)
+    }
+
+    /// Whether `obj` names owners and none of them exists any more (by uid, in the object's
+    /// namespace or at cluster scope). A reference to a kind this store does not serve counts
+    /// as present: the collector cannot tell, and keeps the dependent.
+    fn owners_all_absent(inner: &Inner, ns: Option<&str>, obj: &Value) -> bool {
+        let Some(refs) = obj
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .filter(|r| !r.is_empty())
+        else {
+            return false;
+        };
+        refs.iter().all(|r| {
+            let field = |f: &str| r.get(f).and_then(Value::as_str).unwrap_or("");
+            let Some(owner_kind) = kinds::find_by_kind(field("apiVersion"), field("kind")) else {
+                return false;
+            };
+            let scope = if owner_kind.namespaced { ns } else { None };
+            !inner.objects.get(owner_kind.kind).is_some_and(|m| {
+                m.iter().any(|((k_ns, _), o)| {
+                    (scope.is_none() || Some(k_ns.as_str()) == scope)
+                        && meta_str(o, "uid") == Some(field("uid"))
+                })
+            })
+        })
     }
 
     /// Stores `obj` under `k` with a new resourceVersion and publishes the event.

@@ -214,6 +214,62 @@ fn owner_cascade_and_orphan() {
 }
 
 #[test]
+fn a_dependent_created_after_its_owner_is_gone_is_collected() {
+    let s = store_with_ns();
+    let w = s
+        .create(kind("workspaces"), Some("n"), ws("a"), false)
+        .unwrap();
+    let uid = w["metadata"]["uid"].clone();
+    let owned = |name: &str, uid: &Value| {
+        json!({"metadata": {"name": name, "ownerReferences": [{"apiVersion": "kubeflow.org/v1beta1",
+            "kind": "Workspace", "name": "a", "uid": uid, "controller": true}]}, "spec": {}})
+    };
+    // The owner exists: kept.
+    s.create(kind("services"), Some("n"), owned("live", &uid), false)
+        .unwrap();
+    s.delete(
+        kind("workspaces"),
+        Some("n"),
+        "a",
+        &DeleteOptions::default(),
+    )
+    .unwrap();
+    // Created after the cascade (a controller that read the owner just before): collected.
+    let late = s
+        .create(kind("services"), Some("n"), owned("late", &uid), false)
+        .unwrap();
+    assert_eq!(
+        late["metadata"]["name"], "late",
+        "the create itself succeeds"
+    );
+    assert_eq!(
+        s.get(kind("services"), Some("n"), "late").unwrap_err().code,
+        404
+    );
+    // An owner of the same name but another uid is not the owner either.
+    s.create(kind("workspaces"), Some("n"), ws("a"), false)
+        .unwrap();
+    s.create(kind("services"), Some("n"), owned("stale", &uid), false)
+        .unwrap();
+    assert_eq!(
+        s.get(kind("services"), Some("n"), "stale")
+            .unwrap_err()
+            .code,
+        404
+    );
+    // A reference to a kind the store does not serve is left alone.
+    s.create(
+        kind("services"),
+        Some("n"),
+        json!({"metadata": {"name": "foreign", "ownerReferences": [{"apiVersion": "example.com/v1",
+            "kind": "Thing", "name": "t", "uid": "u"}]}, "spec": {}}),
+        false,
+    )
+    .unwrap();
+    assert!(s.get(kind("services"), Some("n"), "foreign").is_ok());
+}
+
+#[test]
 fn delete_preconditions_are_checked() {
     let s = store_with_ns();
     let k = kind("workspaces");
