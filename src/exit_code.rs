@@ -12,7 +12,7 @@
 //! | 11   | `FILES_LOST`          | verdict FilesLost                                                   |
 //! | 12   | `INCONCLUSIVE`        | verdict Inconclusive (evidence missing or contradictory)            |
 //! | 13   | `BUDGET`              | a named budget ran out (the message names the phase)                |
-//! | 14   | `FALSE_RESTORE`       | the platform claimed a restore but the process state was lost (gate) |
+//! | 14   | `FALSE_RESTORE`       | the platform claimed a restore but the process state was lost       |
 //! | 70   | `INTERNAL`            | a bug in wsgate: please report it                                   |
 //! | 74   | `OUTPUT`              | standard output could not be written (disk full, device error)      |
 //! | 130  | `INTERRUPTED`         | interrupted by SIGINT or SIGTERM (cleanup still ran)                |

@@ -38,6 +38,8 @@ pub struct SuiteOutcome {
     pub passed: usize,
     pub failed: usize,
     pub skipped: usize,
+    /// Scenarios whose verdict is a false restore (`Verdict::false_restore`).
+    pub false_restores: usize,
     /// Objects cleanup could not remove.
     pub leaks: Vec<String>,
 }
@@ -47,6 +49,9 @@ impl SuiteOutcome {
         if self.scenarios == 0 {
             // A typo in --tags or --name must not pass a gate by running nothing.
             crate::exit_code::USAGE
+        } else if self.false_restores > 0 {
+            // The worst failure a run can report has its own code, as in `wsgate gate verify`.
+            crate::exit_code::FALSE_RESTORE
         } else if self.failed > 0 || self.skipped > 0 {
             crate::exit_code::FAILED
         } else if !self.leaks.is_empty() {
@@ -198,6 +203,42 @@ pub async fn run(ctx: Arc<RunContext>, opts: &SuiteOptions) -> Result<SuiteOutco
         passed: count(ScenarioStatus::Passed),
         failed: count(ScenarioStatus::Failed),
         skipped: count(ScenarioStatus::Skipped),
+        false_restores: scenarios
+            .iter()
+            .filter(|(_, r)| r.verdict.as_ref().is_some_and(|v| v.false_restore()))
+            .count(),
         leaks,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SuiteOutcome;
+    use crate::exit_code;
+
+    #[test]
+    fn a_false_restore_outranks_a_plain_failure_and_a_leak() {
+        let ran = SuiteOutcome {
+            scenarios: 3,
+            passed: 2,
+            failed: 1,
+            ..Default::default()
+        };
+        assert_eq!(ran.exit_code(), exit_code::FAILED);
+        let lied = SuiteOutcome {
+            false_restores: 1,
+            leaks: vec!["Workspace x".into()],
+            ..ran.clone()
+        };
+        assert_eq!(lied.exit_code(), exit_code::FALSE_RESTORE);
+        let nothing = SuiteOutcome {
+            false_restores: 1,
+            ..Default::default()
+        };
+        assert_eq!(
+            nothing.exit_code(),
+            exit_code::USAGE,
+            "a run of nothing first"
+        );
+    }
 }

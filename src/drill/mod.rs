@@ -527,6 +527,15 @@ async fn check(
     )
     .await?;
     let v = verdict::decide(&m.before, &after, &platform);
+    if v.false_restore() {
+        return Ok((
+            format!("{} (FALSE RESTORE)", v.kind),
+            Some(format!(
+                "the platform claimed a restore and the process state was lost: {}",
+                v.decided_by.join("; ")
+            )),
+        ));
+    }
     let problem = (v.kind != VerdictKind::Restored).then(|| v.decided_by.join("; "));
     Ok((v.kind.to_string(), problem))
 }

@@ -50,6 +50,9 @@ pub struct ScenarioDelta {
     pub status_after: ScenarioStatus,
     pub verdict_before: Option<String>,
     pub verdict_after: Option<String>,
+    /// The second run's verdict is a false restore (`Verdict::false_restore`): a regression
+    /// whatever the first run said.
+    pub false_restore_after: bool,
     /// The failure message in the second run, when it started failing.
     pub failure_after: Option<String>,
     /// Phases beyond the threshold, slower.
@@ -95,11 +98,17 @@ pub struct Comparison {
 }
 
 impl Comparison {
-    /// Scenarios that started failing, changed verdict, or have a slower phase.
+    /// Scenarios that started failing, changed verdict, are a false restore in B, or have a
+    /// slower phase.
     pub fn regressions(&self) -> usize {
         self.scenarios
             .iter()
-            .filter(|s| s.started_failing() || s.verdict_changed() || !s.slower.is_empty())
+            .filter(|s| {
+                s.started_failing()
+                    || s.verdict_changed()
+                    || s.false_restore_after
+                    || !s.slower.is_empty()
+            })
             .count()
     }
 }
@@ -180,8 +189,9 @@ fn delta(a: &ScenarioReport, b: &ScenarioReport, t: Threshold) -> ScenarioDelta 
         name: a.name.clone(),
         status_before: a.status,
         status_after: b.status,
-        verdict_before: a.verdict.as_ref().map(|v| v.kind.to_string()),
-        verdict_after: b.verdict.as_ref().map(|v| v.kind.to_string()),
+        verdict_before: a.verdict.as_ref().map(|v| v.label()),
+        verdict_after: b.verdict.as_ref().map(|v| v.label()),
+        false_restore_after: b.verdict.as_ref().is_some_and(|v| v.false_restore()),
         failure_after,
         slower,
         faster,
@@ -200,6 +210,22 @@ pub fn render(c: &Comparison) -> String {
         c.threshold.percent,
         duration(c.threshold.min_delta)
     );
+    let false_restores: Vec<_> = c
+        .scenarios
+        .iter()
+        .filter(|s| s.false_restore_after)
+        .collect();
+    if !false_restores.is_empty() {
+        let _ = writeln!(
+            out,
+            "FALSE RESTORE in B ({}): the platform claimed a restore and the process state was lost:",
+            false_restores.len()
+        );
+        for s in false_restores {
+            let _ = writeln!(out, "  ✘ {}", s.label());
+        }
+        out.push('\n');
+    }
     let failing: Vec<_> = c.scenarios.iter().filter(|s| s.started_failing()).collect();
     if !failing.is_empty() {
         let _ = writeln!(out, "Started failing ({}):", failing.len());
@@ -415,5 +441,53 @@ mod tests {
         let same = compare(&a, &a, Threshold::default());
         assert_eq!(same.regressions(), 0);
         assert!(render(&same).contains("No regressions in 3 matched scenarios."));
+    }
+
+    fn with_verdict(mut s: ScenarioReport, false_restore: bool) -> ScenarioReport {
+        use crate::verdict::{Contradiction, FilesState, ProcessState, Verdict, VerdictKind};
+        s.verdict = Some(Verdict {
+            kind: VerdictKind::FreshSession,
+            process: ProcessState::Fresh,
+            files: FilesState::Intact,
+            reason: None,
+            decided_by: Vec::new(),
+            contradictions: if false_restore {
+                vec![Contradiction::PlatformClaimsRestoreButNonceGone]
+            } else {
+                Vec::new()
+            },
+        });
+        s
+    }
+
+    /// A false restore in B is a regression, even when A had the same verdict kind and the
+    /// scenario failed in both (so neither "started failing" nor a kind change shows it).
+    #[test]
+    fn a_false_restore_in_b_is_a_regression_of_its_own() {
+        let failed = |fr| with_verdict(scenario("k", ScenarioStatus::Failed, &[]), fr);
+        let a = run("A", vec![failed(true)]);
+        let b = run("B", vec![failed(true)]);
+        let c = compare(&a, &b, Threshold::default());
+        assert!(c.scenarios[0].false_restore_after);
+        assert!(!c.scenarios[0].verdict_changed());
+        assert_eq!(c.regressions(), 1);
+        let text = render(&c);
+        assert!(
+            text.contains("FALSE RESTORE in B (1): the platform claimed a restore and the process state was lost:\n  ✘ Pause › k"),
+            "{text}"
+        );
+        // From a plain fresh session in A to a false restore in B: the verdict changed too.
+        let a = run("A", vec![failed(false)]);
+        let c = compare(&a, &b, Threshold::default());
+        assert!(c.scenarios[0].verdict_changed());
+        assert_eq!(
+            c.scenarios[0].verdict_after.as_deref(),
+            Some("FreshSession (false restore)")
+        );
+        assert_eq!(c.regressions(), 1);
+        // And back: none in B, no false-restore line.
+        let c = compare(&b, &a, Threshold::default());
+        assert!(!c.scenarios[0].false_restore_after);
+        assert!(!render(&c).contains("FALSE RESTORE"));
     }
 }

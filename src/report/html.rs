@@ -94,7 +94,7 @@ fn table(out: &mut String, r: &RunReport) {
             html(&s.feature),
             s.verdict
                 .as_ref()
-                .map(|v| v.kind.to_string())
+                .map(|v| v.label())
                 .unwrap_or_else(|| "–".into())
         );
         for (name, _) in KEY_PHASES {
@@ -166,7 +166,7 @@ fn scenario(out: &mut String, i: usize, s: &ScenarioReport) {
         out.push_str("</table>\n");
     }
     if let Some(v) = &s.verdict {
-        let _ = write!(out, "<p>Verdict: <strong>{}</strong>", v.kind);
+        let _ = write!(out, "<p>Verdict: <strong>{}</strong>", v.label());
         if let Some(r) = &v.reason {
             let _ = write!(out, " ({})", html(r));
         }

@@ -98,6 +98,18 @@ fn header(out: &mut String, r: &RunReport) {
         r.count(ScenarioStatus::Failed),
         r.count(ScenarioStatus::Skipped)
     );
+    let false_restores = r
+        .scenarios
+        .iter()
+        .filter(|s| s.verdict.as_ref().is_some_and(|v| v.false_restore()))
+        .count();
+    if false_restores > 0 {
+        let _ = writeln!(
+            out,
+            "**{false_restores} false restore(s): the platform claimed a restore and the \
+             process state was lost. Never ship this.**\n"
+        );
+    }
 }
 
 fn scenario_table(out: &mut String, r: &RunReport) {
@@ -116,7 +128,7 @@ fn scenario_table(out: &mut String, r: &RunReport) {
         let verdict = s
             .verdict
             .as_ref()
-            .map(|v| v.kind.to_string())
+            .map(|v| v.label())
             .unwrap_or_else(|| "–".to_string());
         let _ = write!(
             out,
@@ -193,7 +205,7 @@ fn contradictions(out: &mut String, r: &RunReport) {
             out,
             "| {} | {} | {} |",
             md_cell(&s.name),
-            v.kind,
+            v.label(),
             md_cell(&notes.join("; "))
         );
     }
@@ -292,4 +304,42 @@ fn gpu(out: &mut String, r: &RunReport) {
         );
     }
     out.push('\n');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::model::ScenarioReport;
+    use crate::verdict::{Contradiction, FilesState, ProcessState, Verdict, VerdictKind};
+
+    /// A false restore is said at the top of the summary and in the verdict column.
+    #[test]
+    fn a_false_restore_is_said_at_the_top_and_in_its_row() {
+        let mut s = ScenarioReport::new("Pause", "kernel dies");
+        s.status = ScenarioStatus::Failed;
+        s.verdict = Some(Verdict {
+            kind: VerdictKind::FreshSession,
+            process: ProcessState::Fresh,
+            files: FilesState::Intact,
+            reason: None,
+            decided_by: Vec::new(),
+            contradictions: vec![Contradiction::PlatformClaimsRestoreButNonceGone],
+        });
+        let mut r = RunReport {
+            run_id: "r".into(),
+            scenarios: vec![s.clone()],
+            ..RunReport::default()
+        };
+        let text = markdown(&r);
+        assert!(
+            text.contains("**1 false restore(s): the platform claimed a restore"),
+            "{text}"
+        );
+        assert!(text.contains("| FreshSession (false restore) |"), "{text}");
+        // Without the platform's claim: neither.
+        s.verdict.as_mut().unwrap().contradictions.clear();
+        r.scenarios = vec![s];
+        let text = markdown(&r);
+        assert!(!text.contains("false restore"), "{text}");
+    }
 }

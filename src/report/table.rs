@@ -49,7 +49,7 @@ pub fn phase_table(report: &RunReport) -> String {
             s.status.as_str().to_string(),
             s.verdict
                 .as_ref()
-                .map(|v| v.kind.to_string())
+                .map(|v| v.label())
                 .unwrap_or_else(|| "-".into()),
         ];
         row.extend(

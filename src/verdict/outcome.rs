@@ -205,8 +205,31 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    /// The process exit code for `wsgate probe check` (see `crate::exit_code`).
+    /// A false restore: the platform said the pod was restored (`PodRestored=True`) and the
+    /// kernel says its process state is gone. Whatever the verdict's kind, this is a failure
+    /// of its own, the worst a release can ship: users are told their session came back.
+    /// The suite, the gate, the drill, the reports and `report --compare` all ask this.
+    pub fn false_restore(&self) -> bool {
+        self.contradictions
+            .contains(&Contradiction::PlatformClaimsRestoreButNonceGone)
+    }
+
+    /// The verdict as tables and reports show it: its kind, and `(false restore)` after it
+    /// when it is one.
+    pub fn label(&self) -> String {
+        if self.false_restore() {
+            format!("{} (false restore)", self.kind)
+        } else {
+            self.kind.to_string()
+        }
+    }
+
+    /// The process exit code for `wsgate probe check` (see `crate::exit_code`); a false
+    /// restore is `FALSE_RESTORE` whatever the kind.
     pub fn exit_code(&self) -> i32 {
+        if self.false_restore() {
+            return exit_code::FALSE_RESTORE;
+        }
         match self.kind {
             VerdictKind::Restored => exit_code::SUCCESS,
             VerdictKind::FreshSession => exit_code::FRESH_SESSION,

@@ -225,6 +225,15 @@ fn platform_claiming_restore_without_the_nonce_is_named() {
             == Contradiction::PlatformClaimsRestoreButNonceGone),
         "{v}"
     );
+    // A false restore, whatever the kind: its own label and exit code, never FreshSession's.
+    assert!(v.false_restore());
+    assert_eq!(v.label(), "FreshSession (false restore)");
+    assert_eq!(v.exit_code(), exit_code::FALSE_RESTORE);
+    // The same fresh session with no claim from the platform is a plain FreshSession.
+    let plain = decide(&before(), &fresh_after(), &PlatformEvidence::not_observed());
+    assert!(!plain.false_restore());
+    assert_eq!(plain.label(), "FreshSession");
+    assert_eq!(plain.exit_code(), exit_code::FRESH_SESSION);
 }
 
 #[test]
@@ -627,7 +636,12 @@ fn check_rules(
         v.reason.is_some(),
         "{case}"
     );
+    // A false restore: the platform claims one and the nonce is gone. Its own exit code.
+    let false_restore = matches!(p, Platform::Restored | Platform::RestoredOtherSnapshot)
+        && m == MarkerAfter::Absent;
+    assert_eq!(v.false_restore(), false_restore, "{case}");
     let code = match v.kind {
+        _ if false_restore => exit_code::FALSE_RESTORE,
         VerdictKind::Restored => exit_code::SUCCESS,
         VerdictKind::FreshSession => exit_code::FRESH_SESSION,
         VerdictKind::FilesLost => exit_code::FILES_LOST,

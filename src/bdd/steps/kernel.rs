@@ -159,6 +159,14 @@ async fn verdict_is(w: &mut WsWorld, expected: String) -> StepResult {
     decide(w).await?;
     let v = w.verdict.as_ref().ok_or("no verdict")?;
     let got = format!("{:?}", v.kind);
+    if v.false_restore() {
+        // Never a pass, even where a fresh session was expected: the platform said restored.
+        return Err(format!(
+            "FALSE RESTORE: verdict {got}, expected {expected}: the platform claimed a restore \
+             and the process state was lost; decided by: {}",
+            v.decided_by.join("; ")
+        ));
+    }
     if got == expected {
         return Ok(());
     }
