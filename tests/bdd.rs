@@ -5,7 +5,8 @@
 //! for the reason it names, and pass every other one. Zero false passes, zero false failures.
 //! `harness = false`: this is the test's main, and it ends with a `N passed, N failed` line.
 //!
-//! `WSGATE_BDD_JOBS` (default 2) runs that many fault runs at once; each has its own simulator.
+//! `WSGATE_BDD_JOBS` (default 4) runs that many fault runs at once; each has its own simulator
+//! (a fault run keeps about half a core busy, most of it in its Jupyter processes).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -30,6 +31,12 @@ const MATRIX_BUDGETS: &[&str] = &[
     "budgets.drill_resume=180",
     "budgets.idle_pause=100",
 ];
+
+/// The most one `wsgate run` here may take (a healthy run takes about 4 minutes on two
+/// cores, a fault run 3 to 5 with others beside it); past it the run is stopped and fails.
+const RUN_LIMIT_S: u64 = 1200;
+/// Seconds between the polite stop (SIGTERM, which lets wsgate clean up) and SIGKILL.
+const KILL_AFTER_S: u64 = 60;
 
 /// One expected outcome: a scenario (by a fragment of its name) fails, with a message that
 /// contains `because`.
@@ -154,10 +161,22 @@ fn read_matrix(path: &Path) -> Result<Matrix, String> {
 /// The scenarios of one run's report, by name: (status, failure message).
 type Outcomes = Vec<(String, String, String)>;
 
-fn run_suite(root: &Path, run: &Run) -> Result<(Outcomes, bool), String> {
+/// What one run gave: its scenarios, whether it exited 0, and how many times each simulator
+/// fault acted (the report's `target.faults_injected`).
+struct Ran {
+    outcomes: Outcomes,
+    success: bool,
+    faults_injected: std::collections::BTreeMap<String, u64>,
+}
+
+fn run_suite(root: &Path, run: &Run) -> Result<Ran, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_wsgate"));
-    cmd.arg("run")
+    // Under coreutils' `timeout`: a run that hangs is ended (TERM, then KILL) and reported.
+    let mut cmd = Command::new("timeout");
+    cmd.arg(format!("--kill-after={KILL_AFTER_S}"))
+        .arg(RUN_LIMIT_S.to_string())
+        .arg(env!("CARGO_BIN_EXE_wsgate"))
+        .arg("run")
         .arg("--reports")
         .arg(dir.path())
         .current_dir(root)
@@ -204,6 +223,12 @@ fn run_suite(root: &Path, run: &Run) -> Result<(Outcomes, bool), String> {
     let log = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("bdd-{}.log", run.name().replace([' ', '+'], "-")));
     let _ = std::fs::write(&log, [&out.stdout[..], &out.stderr[..]].concat());
+    if matches!(out.status.code(), Some(124 | 137)) {
+        return Err(format!(
+            "wsgate run ran past its {RUN_LIMIT_S} s limit and was stopped; its output is in {}",
+            log.display()
+        ));
+    }
     if let Some(file) = find_secret(dir.path(), &token) {
         return Err(format!(
             "the run's Jupyter token appears in {}",
@@ -259,14 +284,38 @@ fn run_suite(root: &Path, run: &Run) -> Result<(Outcomes, bool), String> {
             )
         })
         .collect();
-    Ok((scenarios, out.status.success()))
+    let faults_injected = report["target"]["faults_injected"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_u64().unwrap_or(0)))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Ran {
+        outcomes: scenarios,
+        success: out.status.success(),
+        faults_injected,
+    })
 }
 
 /// Compares one run's outcomes with its row of the table; `names` are the scenarios the
 /// healthy run had (less the drill's, which fault runs leave out), so a scenario that
 /// silently did not run is caught too.
-fn judge(run: &Run, outcomes: &Outcomes, success: bool, names: &BTreeSet<String>) -> Vec<String> {
+fn judge(run: &Run, ran: &Ran, names: &BTreeSet<String>) -> Vec<String> {
+    let (outcomes, success) = (&ran.outcomes, ran.success);
     let mut problems = Vec::new();
+    // Every fault of the run acted at least once: a row that expects "passes" (or a failure
+    // that something else caused) proves nothing about a fault that silently did nothing.
+    for f in &run.faults {
+        if ran.faults_injected.get(f).copied().unwrap_or(0) == 0 {
+            problems.push(format!(
+                "fault {f} never acted in this run (the report's target.faults_injected: {:?})",
+                ran.faults_injected
+            ));
+        }
+    }
+
     let got: BTreeSet<String> = outcomes.iter().map(|(n, _, _)| n.clone()).collect();
     let drill = |n: &String| !run.faults.is_empty() && n.contains("paused workspaces resume");
     let left_out = |n: &String| run.alone && !run.fails.iter().any(|f| n.contains(&f.scenario));
@@ -377,13 +426,13 @@ fn main() -> ExitCode {
     };
     println!("\n=== bdd: {} ===", healthy.name());
     let names: BTreeSet<String> = match run_suite(root, &healthy) {
-        Ok((outcomes, success)) => {
-            let names = outcomes.iter().map(|(n, _, _)| n.clone()).collect();
-            let problems = judge(&healthy, &outcomes, success, &names);
-            if problems.is_empty() && !outcomes.is_empty() {
+        Ok(ran) => {
+            let names = ran.outcomes.iter().map(|(n, _, _)| n.clone()).collect();
+            let problems = judge(&healthy, &ran, &names);
+            if problems.is_empty() && !ran.outcomes.is_empty() {
                 println!(
                     "=== bdd: healthy simulator: {} scenarios passed",
-                    outcomes.len()
+                    ran.outcomes.len()
                 );
                 passed += 1;
             } else {
@@ -406,7 +455,7 @@ fn main() -> ExitCode {
         .ok()
         .and_then(|j| j.parse().ok())
         .filter(|j| *j > 0)
-        .unwrap_or(2);
+        .unwrap_or(4);
     let queue = Mutex::new(matrix.runs.iter());
     let results = Mutex::new(Vec::new());
     std::thread::scope(|s| {
@@ -417,19 +466,20 @@ fn main() -> ExitCode {
                     let Some(run) = next else { break };
                     let result = run_suite(root, run);
                     let verdict = match &result {
-                        Ok((outcomes, success)) => {
-                            let problems = judge(run, outcomes, *success, &names);
+                        Ok(ran) => {
+                            let problems = judge(run, ran, &names);
                             println!(
-                                "=== bdd: {}: {}",
+                                "=== bdd: {}: {} (faults acted: {:?})",
                                 run.name(),
                                 if problems.is_empty() {
                                     "as expected".to_string()
                                 } else {
                                     format!("NOT as expected:\n  {}", problems.join("\n  "))
-                                }
+                                },
+                                ran.faults_injected
                             );
                             if !problems.is_empty() {
-                                print_observed(run, outcomes);
+                                print_observed(run, &ran.outcomes);
                             }
                             problems.is_empty()
                         }

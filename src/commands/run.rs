@@ -178,7 +178,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
             eprintln!("error: {message}");
             eprintln!("error: the embedded simulator stopped; the run is abandoned (a bug in wsgate's simulator: please report it with this message)");
             let gpu_allocation = stop_sampler(sampler).await;
-            write_reports(&ctx, &resolved, gpu_allocation, started_at, server, sim.as_ref().map(|s| s.token().to_string()), crate::exit_code::INTERNAL);
+            write_reports(&ctx, &resolved, gpu_allocation, started_at, server, sim.as_ref(), crate::exit_code::INTERNAL);
             return Ok(crate::exit_code::INTERNAL);
         }
         signal = super::interrupted() => {
@@ -202,7 +202,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
                 .unwrap_or_else(|e| e.into_inner())
                 .extend(results.into_iter().map(|r| ("(interrupted)".to_string(), r)));
             let gpu_allocation = stop_sampler(sampler).await;
-            write_reports(&ctx, &resolved, gpu_allocation, started_at, server, sim.as_ref().map(|s| s.token().to_string()), crate::exit_code::INTERRUPTED);
+            write_reports(&ctx, &resolved, gpu_allocation, started_at, server, sim.as_ref(), crate::exit_code::INTERRUPTED);
             for (_, leak) in ctx.leaks() {
                 eprintln!("leak: {} {:?}", leak.object, leak.outcome);
             }
@@ -219,7 +219,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
         gpu_allocation,
         started_at,
         server,
-        sim.as_ref().map(|s| s.token().to_string()),
+        sim.as_ref(),
         outcome.exit_code(),
     );
     println!(
@@ -253,13 +253,14 @@ fn write_reports(
     gpu_allocation: Vec<crate::report::GpuSample>,
     started_at: chrono::DateTime<chrono::Utc>,
     server: String,
-    api_token: Option<String>,
+    sim: Option<&SimHandle>,
     exit_code: i32,
 ) {
     use crate::report::{
         CleanupEntry, Redactor, RunReport, TargetInfo, TargetKind as ReportTarget,
     };
     let cfg = &ctx.config;
+    let faults_injected = sim.map(SimHandle::faults_injected).unwrap_or_default();
     let scenarios = ctx
         .scenarios
         .lock()
@@ -286,6 +287,7 @@ fn write_reports(
             },
             server,
             namespace: cfg.target.namespace.clone(),
+            faults_injected,
         },
         profile: resolved
             .layers
@@ -300,7 +302,7 @@ fn write_reports(
     };
     print!("{}", crate::report::phase_table(&report));
     let mut secrets = vec![ctx.token.expose().to_string()];
-    secrets.extend(api_token);
+    secrets.extend(sim.map(|s| s.token().to_string()));
     match crate::report::write_all(&report, &cfg.reports.dir, &Redactor::new(secrets)) {
         Ok(files) => {
             if let Some(first) = files.first().and_then(|f| f.parent()) {

@@ -96,6 +96,11 @@ pub struct TargetInfo {
     /// The API server URL (no user info, no token).
     pub server: String,
     pub namespace: String,
+    /// On the embedded simulator: how many times each simulator fault acted during the run
+    /// (by fault name; faults that never acted are left out). A fault switched on that
+    /// shows no count here changed nothing the run did.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub faults_injected: std::collections::BTreeMap<String, u64>,
 }
 
 /// The kind of target.

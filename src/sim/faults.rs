@@ -8,7 +8,7 @@ use serde_json::Value;
 /// The annotation that switches faults on for one object.
 pub const FAULT_ANNOTATION: &str = "sim.wsgate.dev/fault";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Fault {
     /// Resume cold-starts although a matching snapshot exists, with no event or condition.

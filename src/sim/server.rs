@@ -319,6 +319,31 @@ impl SimHandle {
         self.counters.snapshot()
     }
 
+    /// How many times each simulator fault acted so far, by fault name (the API faults from
+    /// their counters: answers 429 or 500 for `api-errors`, streams ended for
+    /// `watch-drops`). Faults that never acted are left out.
+    pub fn faults_injected(&self) -> std::collections::BTreeMap<String, u64> {
+        let mut out: std::collections::BTreeMap<String, u64> = self
+            .truth
+            .faults()
+            .into_iter()
+            .map(|(f, n)| (f.name(), n))
+            .collect();
+        let api = self.counters.snapshot();
+        for (fault, n) in [
+            (
+                crate::sim::faults::Fault::ApiErrors,
+                api.throttled + api.failed,
+            ),
+            (crate::sim::faults::Fault::WatchDrops, api.watches_dropped),
+        ] {
+            if n > 0 {
+                out.insert(fault.name(), n);
+            }
+        }
+        out
+    }
+
     /// The ground truth recorded so far.
     pub fn truth(&self) -> &Arc<Truth> {
         &self.truth

@@ -82,6 +82,8 @@ pub struct Truth {
     reactions: Mutex<BTreeMap<(&'static str, &'static str), Vec<Reaction>>>,
     /// Per kind of delay: how many were served and their sum.
     imposed: Mutex<BTreeMap<Imposed, (usize, std::time::Duration)>>,
+    /// Per fault: how many times it changed what the simulator did.
+    faults: Mutex<BTreeMap<crate::sim::faults::Fault, u64>>,
 }
 
 impl Default for Truth {
@@ -91,6 +93,7 @@ impl Default for Truth {
             events: Mutex::new(Vec::new()),
             reactions: Mutex::new(BTreeMap::new()),
             imposed: Mutex::new(BTreeMap::new()),
+            faults: Mutex::new(BTreeMap::new()),
         }
     }
 }
@@ -209,6 +212,26 @@ impl Truth {
         let entry = all.entry(what).or_default();
         entry.0 += 1;
         entry.1 += delay;
+    }
+
+    /// Records that `fault` changed what the simulator did just now (a restore refused, a
+    /// checkpoint failed, a GPU kept ...): call it where the fault acts, not where it is
+    /// looked up, so that a fault that silently did nothing shows as none.
+    pub fn record_fault(&self, fault: crate::sim::faults::Fault) {
+        *self
+            .faults
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(fault)
+            .or_default() += 1;
+    }
+
+    /// How many times each fault acted so far (faults that never did are left out).
+    pub fn faults(&self) -> BTreeMap<crate::sim::faults::Fault, u64> {
+        self.faults
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The delays served so far, by kind (kinds with none are left out).

@@ -602,12 +602,22 @@ async fn a_snapshot_whose_deletion_is_stuck_stays_deleting_with_its_bytes() {
         truth_count(&sim.truth().events(), Transition::SnapshotDeleted),
         0
     );
+    assert_eq!(
+        sim.faults_injected(),
+        [("snapshot-stuck-deleting".to_string(), 1)].into()
+    );
 }
 
 /// Pauses and resumes a Workspace whose resume cannot restore; returns the resumed pod.
 async fn cold_resume(sim: &SimHandle, a: &Apis, name: &str, faults: &str) -> Pod {
     let (_, snap) = run_and_pause(a, sim, name, faults).await;
     assert!(!snap.is_empty(), "the checkpoint itself succeeds");
+    // The fault has not acted yet: the first start had nothing to restore from.
+    assert_eq!(
+        sim.faults_injected(),
+        Default::default(),
+        "before the resume"
+    );
     set_paused(a, name, false).await;
     wait_for(&a.ws, name, "Running", in_state(WorkspaceState::Running)).await;
     past_the_restored_lag(sim).await;
@@ -630,6 +640,11 @@ async fn silent_cold_start_run_wide_resumes_without_a_trace() {
         crate::common::start_platform(|p| p.faults.enabled = vec![Fault::SilentColdStart]).await;
     let a = apis(&sim).await;
     cold_resume(&sim, &a, "scs", "").await;
+    assert_eq!(
+        sim.faults_injected(),
+        [("silent-cold-start".to_string(), 1)].into(),
+        "one restore refused, counted once"
+    );
 }
 
 #[tokio::test]
@@ -637,6 +652,10 @@ async fn gpu_model_mismatch_on_a_workspace_cold_starts_its_resume() {
     let sim = crate::common::start_platform(|_| {}).await;
     let a = apis(&sim).await;
     cold_resume(&sim, &a, "gmm", "gpu-model-mismatch").await;
+    assert_eq!(
+        sim.faults_injected(),
+        [("gpu-model-mismatch".to_string(), 1)].into()
+    );
 }
 
 #[tokio::test]
@@ -658,6 +677,10 @@ async fn slow_restore_takes_ten_times_the_restore_time() {
     assert_eq!(restored.detail.as_deref(), Some(snap.as_str()));
     let restore_ms = sim.platform().unwrap().profile.timing.restore_ms as f64;
     assert_eq!(restored.imposed_delay_ms, Some(10.0 * restore_ms));
+    assert_eq!(
+        sim.faults_injected(),
+        [("slow-restore".to_string(), 1)].into()
+    );
 }
 
 #[tokio::test]

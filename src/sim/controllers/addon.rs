@@ -698,8 +698,9 @@ impl SnapshotAddon {
             },
             "spec": spec,
         });
-        if let Err(e) = ctx.store.create(kind("Pod"), Some(ns), pod, false) {
-            tracing::warn!(error = %e.message, "cannot create the duplicate restore pod");
+        match ctx.store.create(kind("Pod"), Some(ns), pod, false) {
+            Ok(_) => ctx.truth.record_fault(Fault::DuplicateRestoreAttempts),
+            Err(e) => tracing::warn!(error = %e.message, "cannot create the duplicate restore pod"),
         }
     }
 
@@ -724,6 +725,7 @@ impl SnapshotAddon {
                 return;
             }
         }
+        ctx.truth.record_fault(Fault::LoseHomeFiles);
         wipe_home(ctx, ws);
     }
 }

@@ -37,7 +37,7 @@ use crate::sim::store::meta::now_rfc3339;
 use crate::sim::store::{DeleteOptions, Event, EventType};
 use crate::sim::truth::{Imposed, Transition};
 
-pub use restore::{RestorePlan, distilled_spec_hash, restore_plan};
+pub use restore::{RestorePlan, distilled_spec_hash, restore_plan, restore_plan_and_faults};
 
 /// The pod annotation that pins the snapshot to restore from.
 pub const PS_NAME: &str = "podsnapshot.gke.io/ps-name";
@@ -482,8 +482,10 @@ impl Agent {
             fault_objs.push(w);
         }
         let outcome = if fault_on(ctx, Fault::CheckpointFails, &fault_objs) {
+            ctx.truth.record_fault(Fault::CheckpointFails);
             Outcome::Fail
         } else if fault_on(ctx, Fault::CheckpointHangs, &fault_objs) {
+            ctx.truth.record_fault(Fault::CheckpointHangs);
             Outcome::Hang
         } else {
             Outcome::Succeed
@@ -779,6 +781,7 @@ impl Agent {
                 .unwrap_or_else(|e| e.into_inner())
                 .insert(uid.clone());
             if first {
+                ctx.truth.record_fault(Fault::SnapshotStuckDeleting);
                 let url = storage_of(ctx, ns, str_at(snap, "/spec/policyName").unwrap_or(""))
                     .map(|(bucket, path)| {
                         SnapshotLocation {

@@ -219,6 +219,7 @@ impl Reconciler for Kubelet {
                 let gpus = gpu_request(&pod);
                 if gpus > 0 {
                     if agent::fault_for_pod(ctx, &pod, Fault::GpuNotReleased) {
+                        ctx.truth.record_fault(Fault::GpuNotReleased);
                         leak_gpus(ctx, &node, gpus);
                     } else {
                         ctx.truth.record(
@@ -235,7 +236,7 @@ impl Reconciler for Kubelet {
         }
         let phase = str_of(&pod, "/status/phase").unwrap_or("Pending");
         if phase == "Pending" {
-            let plan = agent::restore_plan(ctx, &pod);
+            let (plan, faults) = agent::restore_plan_and_faults(ctx, &pod);
             let restore_delay = plan.as_ref().map(|p| p.delay).unwrap_or_default();
             let wait = Duration::from_millis(timing.pod_start_ms) + restore_delay;
             let elapsed = self.elapsed_since_first_seen(&uid, "bind");
@@ -254,6 +255,9 @@ impl Reconciler for Kubelet {
                     return Next::Done;
                 }
             };
+            for f in faults {
+                ctx.truth.record_fault(f);
+            }
             ctx.truth.record_imposed(
                 Imposed::PodStart,
                 Duration::from_millis(timing.pod_start_ms),
@@ -311,6 +315,9 @@ impl Reconciler for Kubelet {
                         );
                     if agent::fault_for_pod(ctx, &pod, Fault::KernelDies) {
                         let killed = ctx.pods.kill_kernels(&uid);
+                        if killed > 0 {
+                            ctx.truth.record_fault(Fault::KernelDies);
+                        }
                         tracing::info!(killed, pod = %key.name, "fault kernel-dies: killed the kernels");
                     }
                     ctx.truth.record_delayed(

@@ -466,6 +466,7 @@ fn run(run_id: &str, start: &str, b: bool) -> RunReport {
             kind: TargetKind::Cluster,
             server: "https://203.0.113.10".into(),
             namespace: "wsgate-test".into(),
+            ..Default::default()
         },
     );
     r.profile = Some("fixtures/profiles/nightly.toml".into());

@@ -13,6 +13,7 @@
 //! snapshot's GPU model reads as another) and `slow-restore` (ten times the restore time)
 //! apply here.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -110,13 +111,26 @@ fn canonical(v: &Value, out: &mut String) {
 
 /// Why a snapshot does not fit a pod on a node (`None`: it fits).
 pub fn incompatibility(ctx: &Ctx, snapshot: &Value, pod: &Value, node: &Value) -> Option<String> {
+    incompatibility_with(ctx, snapshot, pod, node, true)
+}
+
+/// [`incompatibility`], with the `gpu-model-mismatch` fault counted or (to learn whether the
+/// fault is what refused a restore) left out.
+fn incompatibility_with(
+    ctx: &Ctx,
+    snapshot: &Value,
+    pod: &Value,
+    node: &Value,
+    faults: bool,
+) -> Option<String> {
     let recorded = |k: &str| annotation(snapshot, k).unwrap_or("");
     if recorded(SPEC_HASH) != distilled_spec_hash(pod) {
         return Some("the distilled pod-spec hash differs".into());
     }
     let node_model = label(node, "cloud.google.com/gke-accelerator").unwrap_or("");
-    let mismatch = fault_for_pod(ctx, pod, Fault::GpuModelMismatch)
-        || fault_on(ctx, Fault::GpuModelMismatch, &[snapshot]);
+    let mismatch = faults
+        && (fault_for_pod(ctx, pod, Fault::GpuModelMismatch)
+            || fault_on(ctx, Fault::GpuModelMismatch, &[snapshot]));
     if mismatch || recorded(GPU_MODEL) != node_model {
         return Some(format!(
             "the GPU model differs (snapshot {:?}, node {node_model:?})",
@@ -142,7 +156,7 @@ pub fn incompatibility(ctx: &Ctx, snapshot: &Value, pod: &Value, node: &Value) -
 }
 
 /// The Ready snapshots a pod could restore from (policy and grouping match), newest first.
-pub fn candidates(ctx: &Ctx, pod: &Value) -> Vec<std::sync::Arc<Value>> {
+pub fn candidates(ctx: &Ctx, pod: &Value) -> Vec<Arc<Value>> {
     let ns = str_at(pod, "/metadata/namespace");
     let labels = pod.pointer("/metadata/labels");
     let policies: Vec<_> = ctx
@@ -179,27 +193,55 @@ pub fn candidates(ctx: &Ctx, pod: &Value) -> Vec<std::sync::Arc<Value>> {
 /// A restore counts as an access for retention (`lastAccessTimeout`), so the chosen
 /// snapshot's last-access time moves to now.
 pub fn restore_plan(ctx: &Ctx, pod: &Value) -> Option<RestorePlan> {
-    if fault_for_pod(ctx, pod, Fault::SilentColdStart) {
-        return None;
-    }
-    let node_name = str_at(pod, "/spec/nodeName").filter(|n| !n.is_empty())?;
-    let node = ctx.store.find(kind("Node"), None, node_name)?;
+    restore_plan_and_faults(ctx, pod).0
+}
+
+/// The snapshot a pod on `node` restores from (`faults`: with `gpu-model-mismatch` applied).
+fn choose(ctx: &Ctx, pod: &Value, node: &Value, faults: bool) -> Option<Arc<Value>> {
     let candidates = candidates(ctx, pod);
     let pinned = annotation(pod, PS_NAME)
         .and_then(|ps| candidates.iter().find(|s| name_of(s) == ps))
         .cloned();
-    let chosen = match pinned {
+    match pinned {
         // A pinned snapshot is used or nothing is: GKE does not swap in another one.
-        Some(s) => incompatibility(ctx, &s, pod, &node)
+        Some(s) => incompatibility_with(ctx, &s, pod, node, faults)
             .is_none()
-            .then_some(s)?,
+            .then_some(s),
         None => candidates
             .into_iter()
-            .find(|s| incompatibility(ctx, s, pod, &node).is_none())?,
+            .find(|s| incompatibility_with(ctx, s, pod, node, faults).is_none()),
+    }
+}
+
+/// [`restore_plan`], and the faults that changed it (a restore refused by
+/// `silent-cold-start` or `gpu-model-mismatch`, slowed by `slow-restore`): the kubelet
+/// records them once it starts the pod, so a fault that changed nothing is not counted.
+pub fn restore_plan_and_faults(ctx: &Ctx, pod: &Value) -> (Option<RestorePlan>, Vec<Fault>) {
+    let mut acted = Vec::new();
+    let Some(node) = str_at(pod, "/spec/nodeName")
+        .filter(|n| !n.is_empty())
+        .and_then(|n| ctx.store.find(kind("Node"), None, n))
+    else {
+        return (None, acted);
     };
+    let chosen = choose(ctx, pod, &node, true);
+    if chosen.is_none()
+        && fault_for_pod(ctx, pod, Fault::GpuModelMismatch)
+        && choose(ctx, pod, &node, false).is_some()
+    {
+        acted.push(Fault::GpuModelMismatch);
+    }
+    let Some(chosen) = chosen else {
+        return (None, acted);
+    };
+    if fault_for_pod(ctx, pod, Fault::SilentColdStart) {
+        acted.push(Fault::SilentColdStart);
+        return (None, acted);
+    }
     let mut delay = Duration::from_millis(ctx.profile.timing.restore_ms);
     if fault_for_pod(ctx, pod, Fault::SlowRestore) {
         delay *= SLOW_RESTORE_FACTOR;
+        acted.push(Fault::SlowRestore);
     }
     let name = name_of(&chosen).to_string();
     let now = now_ms();
@@ -219,11 +261,12 @@ pub fn restore_plan(ctx: &Ctx, pod: &Value) -> Option<RestorePlan> {
             Ok(c)
         },
     );
-    Some(RestorePlan {
+    let plan = RestorePlan {
         snapshot_name: name,
         snapshot_uid: uid_of(&chosen).to_string(),
         delay,
-    })
+    };
+    (Some(plan), acted)
 }
 
 #[cfg(test)]
