@@ -6,7 +6,7 @@ Feature: Capacity-contention drill: paused workspaces resume at once on fewer GP
 
   Scenario Outline: <workspaces> paused workspaces resume at the same moment on <gpus> GPUs
     When a drill resumes <workspaces> paused workspaces at once on <gpus> GPUs, <sample> of them kernel-checked
-    Then every workspace ends Restored
+    Then every workspace ends Restored: <sample> by kernel evidence, the others PlatformRestored
     And no workspace had more than one restore attempt at a time
     And some workspaces waited for a GPU, and the waits are reported as p50, p95 and max
 

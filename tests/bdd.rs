@@ -48,12 +48,15 @@ struct Fails {
 
 /// One run of the suite: the faults switched on for every object, and what must fail.
 /// `alone`: only the scenarios the table names run (`--name`), for a fault that, switched on
-/// for the whole run, would break every later scenario the same way.
+/// for the whole run, would break every later scenario the same way. `exits`: the run must
+/// end with this exit code and its output must say each `fails` entry's cause (the
+/// scenarios themselves are not judged: the simulator stops under them).
 #[derive(Debug, Clone)]
 struct Run {
     faults: Vec<String>,
     fails: Vec<Fails>,
     alone: bool,
+    exits: Option<i32>,
 }
 
 impl Run {
@@ -100,13 +103,21 @@ fn read_matrix(path: &Path) -> Result<Matrix, String> {
                 continue;
             }
             "fails" | "fails alone" | "passes" => {}
+            other if other.starts_with("exits ") => {}
             other => {
                 return Err(format!(
-                    "table row {}: outcome {other:?} is not fails, fails alone, passes or per object only",
+                    "table row {}: outcome {other:?} is not fails, fails alone, exits N, passes or per object only",
                     i + 1
                 ));
             }
         }
+        let exits = match outcome.strip_prefix("exits ") {
+            Some(code) => Some(
+                code.parse::<i32>()
+                    .map_err(|_| format!("table row {}: {outcome:?} needs an exit code", i + 1))?,
+            ),
+            None => None,
+        };
         let idx = match runs.iter().position(|r| r.faults == faults) {
             Some(idx) => idx,
             None => {
@@ -114,11 +125,15 @@ fn read_matrix(path: &Path) -> Result<Matrix, String> {
                     faults,
                     fails: Vec::new(),
                     alone: false,
+                    exits: None,
                 });
                 runs.len() - 1
             }
         };
-        if outcome == "fails alone" {
+        if let Some(code) = exits {
+            runs[idx].alone = true;
+            runs[idx].exits = Some(code);
+        } else if outcome == "fails alone" {
             runs[idx].alone = true;
         } else if runs[idx].alone {
             return Err(format!(
@@ -166,6 +181,9 @@ type Outcomes = Vec<(String, String, String)>;
 struct Ran {
     outcomes: Outcomes,
     success: bool,
+    /// The exit code, and stdout and stderr together.
+    code: Option<i32>,
+    output: String,
     faults_injected: std::collections::BTreeMap<String, u64>,
 }
 
@@ -250,9 +268,13 @@ fn run_suite(root: &Path, run: &Run) -> Result<Ran, String> {
     let report: Value =
         serde_json::from_str(&std::fs::read_to_string(report).map_err(|e| e.to_string())?)
             .map_err(|e| e.to_string())?;
-    if report["gpu_allocation"]
-        .as_array()
-        .is_none_or(|a| a.is_empty())
+    // A run that must stop (`exits`) has no cluster left to sample or clean: the simulator
+    // went down with it.
+    let stopped = run.exits.is_some();
+    if !stopped
+        && report["gpu_allocation"]
+            .as_array()
+            .is_none_or(|a| a.is_empty())
     {
         return Err("the report has no GPU allocation samples".into());
     }
@@ -265,7 +287,7 @@ fn run_suite(root: &Path, run: &Run) -> Result<Ran, String> {
         .filter(|c| c.is_leak())
         .map(|c| format!("{} ({}): {:?}", c.object, c.scenario, c.outcome))
         .collect();
-    if !leaks.is_empty() {
+    if !stopped && !leaks.is_empty() {
         return Err(format!(
             "cleanup did not remove everything; its output is in {}:\n    {}",
             log.display(),
@@ -295,6 +317,12 @@ fn run_suite(root: &Path, run: &Run) -> Result<Ran, String> {
     Ok(Ran {
         outcomes: scenarios,
         success: out.status.success(),
+        code: out.status.code(),
+        output: format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
         faults_injected,
     })
 }
@@ -314,6 +342,17 @@ fn judge(run: &Run, ran: &Ran, names: &BTreeSet<String>) -> Vec<String> {
                 ran.faults_injected
             ));
         }
+    }
+    if let Some(code) = run.exits {
+        if ran.code != Some(code) {
+            problems.push(format!("wsgate run exited {:?}, expected {code}", ran.code));
+        }
+        for f in &run.fails {
+            if !ran.output.contains(&f.because) {
+                problems.push(format!("the run's output does not say {:?}", f.because));
+            }
+        }
+        return problems;
     }
 
     let got: BTreeSet<String> = outcomes.iter().map(|(n, _, _)| n.clone()).collect();
@@ -423,6 +462,7 @@ fn main() -> ExitCode {
         faults: Vec::new(),
         fails: Vec::new(),
         alone: false,
+        exits: None,
     };
     println!("\n=== bdd: {} ===", healthy.name());
     let names: BTreeSet<String> = match run_suite(root, &healthy) {

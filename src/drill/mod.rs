@@ -57,13 +57,23 @@ pub struct WorkspaceResult {
     /// Resume requested -> Workspace Running.
     #[serde(with = "opt_secs")]
     pub to_running: Option<Duration>,
-    /// `Restored`, `Restored (platform)` for the unsampled, or what went wrong.
+    /// For a kernel-checked workspace the restore verdict (`Restored` needs the kernel's
+    /// evidence); for the others what the platform alone said: [`PLATFORM_RESTORED`] or
+    /// [`PLATFORM_NOT_RESTORED`], never `Restored`; or what went wrong.
     pub verdict: String,
     /// The most pods it had alive at once after the resume (restore attempts in flight).
     pub max_attempts: usize,
     /// Empty when it ended Restored; else what happened, in plain words.
     pub problem: Option<String>,
 }
+
+/// The verdict of a workspace that was not kernel-checked and whose pod says it was restored
+/// from its own snapshot (`PodRestored=True` naming it): the platform's word, not evidence
+/// that the process came back.
+pub const PLATFORM_RESTORED: &str = "PlatformRestored";
+/// The verdict of a workspace that was not kernel-checked and whose pod does not say it was
+/// restored from its own snapshot.
+pub const PLATFORM_NOT_RESTORED: &str = "PlatformNotRestored";
 
 /// The whole drill.
 #[derive(Debug, Clone, Serialize)]
@@ -491,10 +501,10 @@ async fn check(
                 })
         });
         return Ok(if restored_from_own {
-            ("Restored (platform)".into(), None)
+            (PLATFORM_RESTORED.into(), None)
         } else {
             (
-                "FreshSession (platform)".into(),
+                PLATFORM_NOT_RESTORED.into(),
                 Some(match &platform.pod_restored {
                     Some(c) => format!(
                         "PodRestored={} ({})",

@@ -37,8 +37,8 @@ pub enum Fault {
     ApiErrors,
     /// The API server drops watch streams early.
     WatchDrops,
-    /// The workspace controller panics on a Workspace carrying this (per object only): the
-    /// simulator must stop at once and leave no process behind.
+    /// The workspace controller panics on a Workspace (run-wide, or one carrying this): the
+    /// simulator must stop at once and leave no process behind, and `wsgate run` exit 70.
     ControllerPanics,
 }
 

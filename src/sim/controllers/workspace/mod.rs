@@ -217,7 +217,9 @@ impl WorkspaceController {
         if ws.pointer("/metadata/deletionTimestamp").is_some() {
             return Next::Done;
         }
-        if crate::sim::faults::annotated(&ws, crate::sim::faults::Fault::ControllerPanics) {
+        let panics = crate::sim::faults::Fault::ControllerPanics;
+        if super::agent::fault_on(ctx, panics, &[&ws]) {
+            ctx.truth.record_fault(panics);
             panic!(
                 "fault controller-panics on Workspace {}/{}",
                 key.namespace, key.name
