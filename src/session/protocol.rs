@@ -41,12 +41,14 @@ pub struct MarkerPlan {
     pub model_source: String,
     /// For `qwen2.5-3b-t4`: the prompt.
     pub prompt: String,
-    /// The disk scan skips files larger than this.
-    pub scan_max_file_bytes: u64,
-    /// The disk scan stops after visiting this many files.
+    /// The disk scan stops after visiting this many files (the places it did not finish are
+    /// reported as not covered).
     pub scan_max_files: u64,
-    /// The disk scan reads only files modified after this time (UTC epoch seconds): ten
-    /// minutes before the plan was made, a margin for clock skew between harness and kernel.
+    /// The disk scan's cut-off for a kernel that has no marker (a fresh process after the
+    /// resume) and no cut-off from the scan before the pause: files not written or changed
+    /// since then (UTC epoch seconds) are not read. Ten minutes before the plan was made, a
+    /// margin for clock skew between harness and kernel. A kernel that holds the marker
+    /// uses its own clock at the moment it stored it.
     pub scan_modified_since_epoch_s: i64,
 }
 
@@ -60,7 +62,6 @@ impl MarkerPlan {
             seed: 20_261_104,
             model_source: "Qwen/Qwen2.5-3B-Instruct".to_owned(),
             prompt: "In one sentence: why does pausing an idle GPU notebook save money?".to_owned(),
-            scan_max_file_bytes: 64 << 20,
             scan_max_files: 1_000_000,
             scan_modified_since_epoch_s: Utc::now().timestamp() - 600,
         }
@@ -88,7 +89,6 @@ impl MarkerPlan {
             ("model_id", json!(self.model_source)),
             ("prompt", json!(self.prompt)),
             ("needles_hex", json!(needles)),
-            ("max_file_bytes", json!(self.scan_max_file_bytes)),
             ("max_files", json!(self.scan_max_files)),
             (
                 "modified_since_epoch_s",
@@ -219,7 +219,15 @@ pub async fn collect_evidence_stamped(
     before: Option<&Evidence>,
 ) -> Result<(Evidence, Stamps), SessionError> {
     let mut stamps = Stamps::default();
-    let values = plan.values(nonce);
+    let mut values = plan.values(nonce);
+    // A fresh process has no marker, so no clock reading of its own from when it was stored:
+    // it uses the cut-off the scan before the pause took from the marker's process.
+    if let Some(since) = before
+        .and_then(|b| b.disk_scan.as_ref())
+        .and_then(|s| s.since_epoch_s)
+    {
+        values.insert("modified_since_epoch_s".to_owned(), json!(since));
+    }
     let mut notes = Vec::new();
     let listed = match retry_transient(&budgets.connect, || client.kernel(kernel_id)).await {
         Ok(_) => true,

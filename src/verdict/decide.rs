@@ -8,7 +8,8 @@
 //! 3. Process: the nonce in kernel memory is decisive (present and equal: restored; absent:
 //!    fresh). PID, start time, kernel id, execution count, model, GPU memory, the ticker and
 //!    the platform's restore claim corroborate it or are named as contradictions.
-//! 4. A contradiction that invalidates the test (nonce on disk, another marker, a model that
+//! 4. A contradiction that invalidates the test (nonce on disk, a writable place the disk scan
+//!    could not cover under a surviving nonce, another marker, a model that
 //!    changed under a surviving nonce, a nonce the platform cannot explain, the same process
 //!    without its marker) makes the verdict Inconclusive; so does a process nobody could ask
 //!    or files nobody read back.
@@ -51,7 +52,7 @@ pub fn decide(before: &Evidence, after: &Evidence, platform: &PlatformEvidence) 
         &mut file_lines,
         &mut contradictions,
     );
-    judge_disk_scans(before, after, &mut disk_lines, &mut contradictions);
+    judge_disk_scans(before, after, process, &mut disk_lines, &mut contradictions);
     lines.append(&mut file_lines);
     lines.append(&mut disk_lines);
 
@@ -98,9 +99,14 @@ fn inconclusive_early(reason: &str) -> Verdict {
     }
 }
 
+/// The disk guard: the nonce found on disk invalidates the test whatever the process says;
+/// a writable place the scan could not cover invalidates a nonce read back from memory (a
+/// fresh kernel could have re-hydrated it from there). A process that lost the nonce is
+/// fresh whatever the disk holds, so for it the gaps are only named.
 fn judge_disk_scans(
     before: &Evidence,
     after: &Evidence,
+    process: ProcessState,
     lines: &mut Vec<String>,
     contradictions: &mut Vec<Contradiction>,
 ) {
@@ -112,38 +118,56 @@ fn judge_disk_scans(
     for (phase, scan) in scans {
         let Some(scan) = scan else { continue };
         scanned += 1;
+        let when = match phase {
+            Phase::BeforePause => "before pause",
+            Phase::AfterResume => "after resume",
+        };
         if !scan.hits.is_empty() {
             contradictions.push(Contradiction::NonceOnDisk {
                 phase,
                 paths: scan.hits.clone(),
             });
         } else {
-            let when = match phase {
-                Phase::BeforePause => "before pause",
-                Phase::AfterResume => "after resume",
-            };
-            let partial = if scan.truncated || scan.skipped_large > 0 || scan.skipped_unreadable > 0
-            {
-                format!(
-                    " ({} large and {} unreadable files skipped{})",
-                    scan.skipped_large,
-                    scan.skipped_unreadable,
-                    if scan.truncated {
-                        ", walk truncated"
-                    } else {
-                        ""
-                    }
-                )
+            let places = if scan.places.is_empty() {
+                format!("under {}", scan.roots.join(", "))
             } else {
+                format!("in {}", scan.places_said())
+            };
+            let mut partial = Vec::new();
+            if scan.skipped_unreadable > 0 {
+                partial.push(format!(
+                    "{} not readable by the kernel's user",
+                    scan.skipped_unreadable
+                ));
+            }
+            if scan.truncated {
+                partial.push("walk cut short at the file limit".to_owned());
+            }
+            let partial = if partial.is_empty() {
                 String::new()
+            } else {
+                format!(" ({})", partial.join("; "))
             };
             lines.push(format!(
-                "disk {when}: nonce not found in {} files ({} bytes) modified since the marker \
-                 under {}; {} older files not read{partial}",
-                scan.files_scanned,
-                scan.bytes_scanned,
-                scan.roots.join(", "),
-                scan.skipped_older
+                "disk {when}: nonce not found in {} files ({} bytes) changed since the marker \
+                 {places}; {} older files not read{partial}",
+                scan.files_scanned, scan.bytes_scanned, scan.skipped_older
+            ));
+        }
+        let gaps = scan.gaps();
+        if gaps.is_empty() {
+            continue;
+        }
+        if process == ProcessState::Restored {
+            contradictions.push(Contradiction::DiskNotCovered {
+                phase,
+                places: gaps,
+            });
+        } else {
+            lines.push(format!(
+                "disk {when}: not covered: {} (it does not change the verdict: the nonce is not \
+                 in kernel memory)",
+                gaps.join("; ")
             ));
         }
     }

@@ -139,25 +139,89 @@ pub enum FileState {
 }
 
 /// The search for the nonce on disk.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DiskScan {
-    /// The directories searched.
+    /// The directories walked (the places below, with those inside another left out).
     pub roots: Vec<String>,
-    /// Files read in full.
+    /// The cut-off on the kernel's clock (UTC epoch seconds): files not written or changed
+    /// since then cannot hold the nonce. `None` in reports written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since_epoch_s: Option<f64>,
+    /// Files read in full (any size: they are streamed).
     pub files_scanned: u64,
     /// Bytes read.
     pub bytes_scanned: u64,
-    /// Files skipped for their size.
-    pub skipped_large: u64,
-    /// Files that could not be read.
+    /// Files or directories the kernel's user may not read (a fresh kernel of the same
+    /// user could not read them either).
     pub skipped_unreadable: u64,
-    /// Files last modified before the nonce existed (they cannot hold it), not read.
+    /// Files not written or changed since the cut-off (they cannot hold the nonce), not read.
     #[serde(default)]
     pub skipped_older: u64,
     /// The file-count limit was reached before the walk ended.
     pub truncated: bool,
     /// Files that contain the nonce (in any encoding searched for).
     pub hits: Vec<String>,
+    /// Every place a fresh kernel could re-hydrate the marker from, and whether the scan
+    /// covered it. Empty in reports written before places were recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub places: Vec<ScanPlace>,
+}
+
+impl DiskScan {
+    /// The places a fresh kernel could write to that the scan did not cover, each with why.
+    pub fn gaps(&self) -> Vec<String> {
+        self.places
+            .iter()
+            .filter(|p| p.exists && p.writable && !p.covered)
+            .map(|p| {
+                format!(
+                    "{} {} ({})",
+                    p.what,
+                    p.path,
+                    p.gap.as_deref().unwrap_or("not covered")
+                )
+            })
+            .collect()
+    }
+
+    /// The places, said briefly: `home /home/jovyan, tmp /tmp, dev_shm /dev/shm (absent)`.
+    pub fn places_said(&self) -> String {
+        self.places
+            .iter()
+            .map(|p| {
+                let state = if !p.exists {
+                    " (absent)"
+                } else if !p.covered {
+                    " (NOT covered)"
+                } else if !p.writable {
+                    " (read-only)"
+                } else {
+                    ""
+                };
+                format!("{} {}{state}", p.what, p.path)
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// One place the disk scan looked at.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScanPlace {
+    /// What it is: `home`, `cwd`, `tmpdir`, `tmp`, `dev_shm`, `ipython`, `jupyter_runtime`.
+    pub what: String,
+    /// Its real path, as the kernel sees it.
+    pub path: String,
+    /// Whether it exists (an absent place holds nothing to re-hydrate from).
+    pub exists: bool,
+    /// Whether the kernel's user may write there.
+    pub writable: bool,
+    /// The walked root it lies in.
+    pub within: Option<String>,
+    /// Whether the walk of its root finished and read every file it could.
+    pub covered: bool,
+    /// Why it was not covered.
+    pub gap: Option<String>,
 }
 
 /// Rebuilding from the application checkpoint in a fresh process.

@@ -19,6 +19,6 @@ pub use decide::decide;
 pub use evidence::{
     ConditionEvidence, DiskScan, EventEvidence, Evidence, FileState, KernelEvidence,
     MarkerObservation, ModelEvidence, Phase, PlatformEvidence, ProcessStart, RecoveryEvidence,
-    TickerEvidence,
+    ScanPlace, TickerEvidence,
 };
 pub use outcome::{Contradiction, FilesState, ProcessState, Verdict, VerdictKind};

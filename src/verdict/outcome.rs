@@ -66,6 +66,9 @@ pub enum Contradiction {
     PlatformClaimsRestoreButNonceGone,
     /// The nonce was found on disk, so a fresh process could have read it: the test is invalid.
     NonceOnDisk { phase: Phase, paths: Vec<String> },
+    /// The nonce survived in memory, but the disk scan could not cover a writable place a
+    /// fresh kernel could have re-hydrated it from: the test cannot tell the two apart.
+    DiskNotCovered { phase: Phase, places: Vec<String> },
     /// The PID is the same, but the nonce is gone. With the same start time too, it is the
     /// same process that lost its marker (a namespace reset), not a resume.
     PidEqualButNonceGone { same_start_time: bool },
@@ -99,6 +102,7 @@ impl Contradiction {
     pub fn invalidates(&self) -> bool {
         match self {
             Contradiction::NonceOnDisk { .. }
+            | Contradiction::DiskNotCovered { .. }
             | Contradiction::NonceDiffers
             | Contradiction::NonceButNoPlatformRestore
             | Contradiction::ModelChanged { .. }
@@ -132,6 +136,17 @@ impl fmt::Display for Contradiction {
                 },
                 paths.len(),
                 paths.join(", ")
+            ),
+            Contradiction::DiskNotCovered { phase, places } => write!(
+                f,
+                "the disk scan {} did not cover {} writable place(s) a fresh kernel could have \
+                 re-hydrated the nonce from: {}; the nonce in memory does not prove a restore",
+                match phase {
+                    Phase::BeforePause => "before pause",
+                    Phase::AfterResume => "after resume",
+                },
+                places.len(),
+                places.join("; ")
             ),
             Contradiction::PidEqualButNonceGone {
                 same_start_time: true,

@@ -81,11 +81,30 @@ fn clean_scan() -> DiskScan {
         roots: vec!["/home/jovyan".to_owned()],
         files_scanned: 12,
         bytes_scanned: 4096,
-        skipped_large: 0,
+        since_epoch_s: Some(1_764_676_800.0),
         skipped_unreadable: 0,
         skipped_older: 30,
         truncated: false,
         hits: Vec::new(),
+        places: vec![
+            place("home", "/home/jovyan", "/home/jovyan"),
+            place("cwd", "/home/jovyan", "/home/jovyan"),
+            place("tmp", "/tmp", "/tmp"),
+            place("dev_shm", "/dev/shm", "/dev/shm"),
+            place("ipython", "/home/jovyan/.ipython", "/home/jovyan"),
+        ],
+    }
+}
+
+fn place(what: &str, path: &str, within: &str) -> ScanPlace {
+    ScanPlace {
+        what: what.to_owned(),
+        path: path.to_owned(),
+        exists: true,
+        writable: true,
+        within: Some(within.to_owned()),
+        covered: true,
+        gap: None,
     }
 }
 
@@ -244,6 +263,135 @@ fn nonce_on_disk_invalidates_the_test() {
     assert_eq!(v.kind, VerdictKind::Inconclusive, "{v}");
     assert_eq!(v.exit_code(), exit_code::INCONCLUSIVE);
     assert!(v.reason.as_deref().unwrap().contains("notes.txt"), "{v}");
+}
+
+#[test]
+fn a_writable_place_the_scan_did_not_cover_makes_a_surviving_nonce_inconclusive() {
+    // The same evidence with every place covered is Restored.
+    let covered = decide(
+        &before(),
+        &restored_after(),
+        &PlatformEvidence::not_observed(),
+    );
+    assert_eq!(covered.kind, VerdictKind::Restored, "{covered}");
+    assert!(
+        covered
+            .decided_by
+            .iter()
+            .any(|l| l.contains("dev_shm /dev/shm") && l.contains("tmp /tmp")),
+        "the places covered are said: {covered}"
+    );
+
+    let mut after = restored_after();
+    let shm = &mut after.disk_scan.as_mut().unwrap().places[3];
+    shm.covered = false;
+    shm.gap = Some("walk cut short: the file limit (1000) was reached".to_owned());
+    let v = decide(&before(), &after, &PlatformEvidence::not_observed());
+    assert_eq!(v.kind, VerdictKind::Inconclusive, "{v}");
+    let reason = v.reason.as_deref().unwrap();
+    assert!(
+        reason.contains("dev_shm /dev/shm (walk cut short"),
+        "{reason}"
+    );
+    assert!(has(&v, |c| matches!(
+        c,
+        Contradiction::DiskNotCovered { phase: Phase::AfterResume, places } if places.len() == 1
+    )));
+
+    // A place the kernel cannot write to, or that does not exist, holds nothing a fresh
+    // kernel could have written: not a gap.
+    let mut after = restored_after();
+    let shm = &mut after.disk_scan.as_mut().unwrap().places[3];
+    shm.covered = false;
+    shm.writable = false;
+    let v = decide(&before(), &after, &PlatformEvidence::not_observed());
+    assert_eq!(v.kind, VerdictKind::Restored, "{v}");
+}
+
+#[test]
+fn a_gap_in_the_scan_is_named_but_does_not_undo_a_fresh_session() {
+    let mut after = fresh_after();
+    let tmp = &mut after.disk_scan.as_mut().unwrap().places[2];
+    tmp.covered = false;
+    tmp.gap = Some("a directory could not be listed: EIO".to_owned());
+    let v = decide(&before(), &after, &PlatformEvidence::not_observed());
+    assert_eq!(v.kind, VerdictKind::FreshSession, "{v}");
+    assert!(
+        v.decided_by
+            .iter()
+            .any(|l| l.contains("not covered: tmp /tmp (a directory could not be listed")),
+        "{v}"
+    );
+}
+
+#[test]
+fn every_contradiction_kind_is_in_the_report_schema() {
+    let schema: serde_json::Value =
+        serde_json::from_str(include_str!("../../schemas/report-v1.schema.json")).unwrap();
+    let kinds = &schema["$defs"]["Contradiction"]["properties"]["kind"]["enum"];
+    let all = [
+        Contradiction::PlatformClaimsRestoreButNonceGone,
+        Contradiction::NonceOnDisk {
+            phase: Phase::AfterResume,
+            paths: Vec::new(),
+        },
+        Contradiction::DiskNotCovered {
+            phase: Phase::AfterResume,
+            places: Vec::new(),
+        },
+        Contradiction::PidEqualButNonceGone {
+            same_start_time: true,
+        },
+        Contradiction::NonceDiffers,
+        Contradiction::NonceButNoPlatformRestore,
+        Contradiction::SnapshotNameMismatch {
+            expected: "a".to_owned(),
+            found: None,
+        },
+        Contradiction::NonceButPidChanged {
+            before: 1,
+            after: 2,
+        },
+        Contradiction::NonceButKernelChanged {
+            before: "a".to_owned(),
+            after: "b".to_owned(),
+        },
+        Contradiction::ModelChanged {
+            what: "x".to_owned(),
+        },
+        Contradiction::TickerStopped,
+        Contradiction::GpuMemoryChanged {
+            before: 1,
+            after: 2,
+        },
+        Contradiction::FileSourcesDisagree {
+            file: "f".to_owned(),
+            detail: "d".to_owned(),
+        },
+    ];
+    for c in all {
+        // A new variant must be added above (this match fails to compile otherwise).
+        match &c {
+            Contradiction::PlatformClaimsRestoreButNonceGone
+            | Contradiction::NonceOnDisk { .. }
+            | Contradiction::DiskNotCovered { .. }
+            | Contradiction::PidEqualButNonceGone { .. }
+            | Contradiction::NonceDiffers
+            | Contradiction::NonceButNoPlatformRestore
+            | Contradiction::SnapshotNameMismatch { .. }
+            | Contradiction::NonceButPidChanged { .. }
+            | Contradiction::NonceButKernelChanged { .. }
+            | Contradiction::ModelChanged { .. }
+            | Contradiction::TickerStopped
+            | Contradiction::GpuMemoryChanged { .. }
+            | Contradiction::FileSourcesDisagree { .. } => {}
+        }
+        let kind = serde_json::to_value(&c).unwrap()["kind"].clone();
+        assert!(
+            kinds.as_array().unwrap().contains(&kind),
+            "{kind} is missing from the schema's Contradiction kinds"
+        );
+    }
 }
 
 #[test]

@@ -39,12 +39,18 @@ struct Server {
 
 impl Server {
     async fn start() -> Server {
+        Server::start_with(|_| Vec::new()).await
+    }
+
+    /// A server whose process gets the environment `env` makes from the test directory.
+    async fn start_with(env: impl FnOnce(&Path) -> Vec<(String, String)>) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path().join("home");
         std::fs::create_dir_all(&home).unwrap();
         let mut options = JupyterOptions::new(&home);
         options.home = Some(home);
         options.base_url = BASE_URL.to_owned();
+        options.env = env(dir.path());
         Server {
             process: start_process(options).await,
             dir,
@@ -300,6 +306,184 @@ async fn a_nonce_that_reaches_disk_is_found_and_invalidates_the_test() {
         let hits = &after.disk_scan.as_ref().unwrap().hits;
         assert_eq!(hits.len(), 1, "{hits:?}");
         assert!(hits[0].ends_with("/notes.txt"), "{hits:?}");
+    })
+    .await;
+}
+
+/// Files the kernel wrote outside the test's directory, removed however the test ends.
+struct RemoveOnDrop(Vec<PathBuf>);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_disk_guard_covers_every_place_a_fresh_kernel_could_read_the_nonce_from() {
+    within(async {
+        // $TMPDIR and IPython's directory outside the home volume, as an image may set them.
+        let server = Server::start_with(|dir| {
+            for d in ["tmpdir", "ipython"] {
+                std::fs::create_dir_all(dir.join(d)).unwrap();
+            }
+            vec![
+                (
+                    "TMPDIR".to_owned(),
+                    dir.join("tmpdir").display().to_string(),
+                ),
+                (
+                    "IPYTHONDIR".to_owned(),
+                    dir.join("ipython").display().to_string(),
+                ),
+            ]
+        })
+        .await;
+        let state = mark(&server).await;
+        let before = state.before.disk_scan.as_ref().unwrap();
+        let covered: Vec<&str> = before
+            .places
+            .iter()
+            .filter(|p| p.exists && p.covered)
+            .map(|p| p.what.as_str())
+            .collect();
+        for what in [
+            "home",
+            "cwd",
+            "tmpdir",
+            "tmp",
+            "dev_shm",
+            "ipython",
+            "jupyter_runtime",
+        ] {
+            assert!(covered.contains(&what), "{what} not covered: {before:?}");
+        }
+        assert!(before.gaps().is_empty(), "{before:?}");
+        assert!(
+            before.since_epoch_s.is_some(),
+            "the cut-off is the kernel's own clock"
+        );
+
+        // Notebook code persists the marker in five ways: under $TMPDIR, in /dev/shm, in
+        // IPython's directory, at the end of a 65 MiB file (larger than any size limit the
+        // scan once had), and across the boundary of the scan's 1 MiB read chunks.
+        let client = server.client();
+        let mut ch = KernelChannel::connect(&client, &state.kernel_id)
+            .await
+            .unwrap();
+        let leak = r#"
+import base64, os, tempfile
+from IPython.paths import get_ipython_dir
+m = _wsgate_marker
+open(os.path.join(tempfile.gettempdir(), 'leak.txt'), 'w').write(m.hex())
+open('/dev/shm/wsgate-test-leak-%d' % os.getpid(), 'wb').write(base64.b64encode(m))
+open(os.path.join(get_ipython_dir(), 'leak.txt'), 'w').write(m.hex().upper())
+with open('big.bin', 'wb') as f:
+    f.write(bytes(65 << 20)); f.write(m)
+with open('straddle.bin', 'wb') as f:
+    f.write(bytes((1 << 20) - 5)); f.write(m.hex().encode())
+print(os.getpid())
+"#;
+        let options = ExecuteOptions::new(Duration::from_secs(60)).no_history();
+        let out = ch.execute(leak, &options).await.unwrap();
+        let pid = out.stdout.trim().to_owned();
+        let _shm = RemoveOnDrop(vec![PathBuf::from(format!(
+            "/dev/shm/wsgate-test-leak-{pid}"
+        ))]);
+        out.into_ok("leak").unwrap();
+
+        let nonce = state.nonce.unseal().unwrap();
+        let after = collect_evidence(
+            &client,
+            &state.kernel_id,
+            &nonce,
+            &state.plan,
+            &Budgets::default(),
+            Some(&state.before),
+        )
+        .await
+        .unwrap();
+        let scan = after.disk_scan.as_ref().unwrap();
+        let mut found: Vec<String> = scan
+            .hits
+            .iter()
+            .map(|h| {
+                Path::new(h)
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        found.sort();
+        let mut expected = vec![
+            "big.bin".to_owned(),
+            "leak.txt".to_owned(),
+            "leak.txt".to_owned(),
+            "straddle.bin".to_owned(),
+            format!("wsgate-test-leak-{pid}"),
+        ];
+        expected.sort();
+        assert_eq!(found, expected, "{scan:?}");
+        assert!(
+            scan.bytes_scanned > 65 << 20,
+            "the large file was read: {scan:?}"
+        );
+        let v = decide(&state.before, &after, &PlatformEvidence::not_observed());
+        assert_eq!(v.kind, VerdictKind::Inconclusive, "{v}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scan_that_could_not_cover_a_writable_place_leaves_a_surviving_nonce_inconclusive() {
+    within(async {
+        let server = Server::start().await;
+        let state = mark(&server).await;
+        let nonce = state.nonce.unseal().unwrap();
+        let collect = |plan| {
+            let client = server.client();
+            let before = state.before.clone();
+            let kernel_id = state.kernel_id.clone();
+            let nonce = nonce.clone();
+            async move {
+                collect_evidence(
+                    &client,
+                    &kernel_id,
+                    &nonce,
+                    &plan,
+                    &Budgets::default(),
+                    Some(&before),
+                )
+                .await
+                .unwrap()
+            }
+        };
+        // The same process, scanned in full: Restored.
+        let after = collect(state.plan.clone()).await;
+        let v = decide(&state.before, &after, &PlatformEvidence::not_observed());
+        assert_eq!(v.kind, VerdictKind::Restored, "{v}");
+
+        // A walk cut short after one file leaves every writable place uncovered.
+        let mut plan = state.plan.clone();
+        plan.scan_max_files = 1;
+        let after = collect(plan).await;
+        let scan = after.disk_scan.as_ref().unwrap();
+        assert!(scan.truncated, "{scan:?}");
+        let v = decide(&state.before, &after, &PlatformEvidence::not_observed());
+        assert_eq!(v.kind, VerdictKind::Inconclusive, "{v}");
+        let reason = v.reason.as_deref().unwrap();
+        assert!(reason.contains("did not cover"), "{reason}");
+        assert!(
+            reason.contains("the file limit (1) was reached"),
+            "{reason}"
+        );
+        assert!(
+            reason.contains(&server.home().canonicalize().unwrap().display().to_string()),
+            "{reason}"
+        );
     })
     .await;
 }

@@ -98,7 +98,7 @@ fn evidence(phase: &str, collected_at: &str, marker: bool, pid: u32) -> Evidence
             "files": files.clone()
         },
         "files_via_server": files,
-        "disk_scan": {"roots": ["/home/jovyan"], "files_scanned": 41, "bytes_scanned": 18_432_000, "skipped_large": 1, "skipped_unreadable": 0, "skipped_older": 12, "truncated": false, "hits": []},
+        "disk_scan": {"roots": ["/home/jovyan"], "files_scanned": 41, "bytes_scanned": 18_432_000, "skipped_unreadable": 0, "skipped_older": 12, "truncated": false, "hits": []},
         "recovery": null,
         "notes": []
     }))
