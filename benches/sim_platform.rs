@@ -88,14 +88,23 @@ async fn cycle(client: kube::Client, i: usize) -> Marks {
     };
     let mut ledger = Ledger::default();
     ws::create_home(&client, &mut ledger, &new).await.unwrap();
-    ws::create(&client, &mut ledger, &new).await.unwrap();
+    let uid = ws::create(&client, &mut ledger, &new)
+        .await
+        .unwrap()
+        .metadata
+        .uid
+        .unwrap();
     let api: Api<Workspace> = Api::namespaced(client.clone(), NS);
     wait_state(&api, &name, WorkspaceState::Running).await;
     let pause = Utc::now();
-    ws::set_paused(&client, NS, &name, true).await.unwrap();
+    ws::set_paused(&client, NS, &name, &uid, true)
+        .await
+        .unwrap();
     wait_state(&api, &name, WorkspaceState::Paused).await;
     let resume = Utc::now();
-    ws::set_paused(&client, NS, &name, false).await.unwrap();
+    ws::set_paused(&client, NS, &name, &uid, false)
+        .await
+        .unwrap();
     wait_state(&api, &name, WorkspaceState::Running).await;
     let pods = ws::pods(&client, NS, &name).await.unwrap();
     api.delete(&name, &DeleteParams::default()).await.unwrap();

@@ -169,6 +169,22 @@ impl WsWorld {
         })
     }
 
+    /// The uid of the scenario's Workspace as its create returned it: every write to the
+    /// Workspace is bound to it, so a namesake is never touched.
+    pub fn ws_uid(&self) -> Result<String, String> {
+        let new = self.ws()?;
+        self.ledger
+            .uid_of::<crate::platform::crd::Workspace>(&new.namespace, &new.name)
+            .map(str::to_owned)
+            .ok_or_else(|| {
+                format!(
+                    "the uid of Workspace {}/{} is not recorded: wsgate writes only to what it \
+                     created",
+                    new.namespace, new.name
+                )
+            })
+    }
+
     /// A budget from the configuration by name.
     pub fn budget(&self, name: &str) -> Result<Duration, String> {
         crate::gate::budget(&self.ctx.config, name).map_err(|_| {

@@ -161,8 +161,8 @@ pub enum DrillError {
 /// A paused workspace, ready to resume.
 struct Prepared {
     new: NewWorkspace,
-    /// The Workspace's uid: the drill's delete is bound to it.
-    uid: Option<String>,
+    /// The Workspace's uid, from its create: the drill's resume and delete are bound to it.
+    uid: String,
     marked: Option<Marked>,
     /// The name of the Ready PodSnapshot it paused into (what `PodRestored` names).
     snapshot_name: Option<String>,
@@ -242,7 +242,7 @@ pub async fn run(
     watch.mark_resumed();
     let resumes = prepared
         .iter()
-        .map(|p| ws::set_paused(client, &ns, &p.new.name, false));
+        .map(|p| ws::set_paused(client, &ns, &p.new.name, &p.uid, false));
     for r in futures::future::join_all(resumes).await {
         r.map_err(GateError::from)?;
     }
@@ -317,7 +317,12 @@ async fn prepare_one(
         .await
         .map_err(|e| err(e.into()))?
         .metadata
-        .uid;
+        .uid
+        .ok_or_else(|| {
+            err(GateError::Gone(format!(
+                "workspace {name} was created without a uid"
+            )))
+        })?;
     let api: Api<Workspace> = Api::namespaced(client.clone(), &new.namespace);
     wait_state(
         &api,
@@ -333,7 +338,7 @@ async fn prepare_one(
     } else {
         None
     };
-    ws::set_paused(client, &new.namespace, &name, true)
+    ws::set_paused(client, &new.namespace, &name, &uid, true)
         .await
         .map_err(|e| err(e.into()))?;
     let mut wf = WaitFor::new(
@@ -446,7 +451,7 @@ async fn finish_one(
     // others would wait out their budget for it: say so here, where the cause is.
     let dp = DeleteParams {
         preconditions: Some(kube::api::Preconditions {
-            uid: p.uid.clone(),
+            uid: Some(p.uid.clone()),
             resource_version: None,
         }),
         ..Default::default()

@@ -79,7 +79,14 @@ async fn prepare_into(
     };
     ws::put_token(client, ledger, &ns, opts.token.expose(), &labels).await?;
     ws::create_home(client, ledger, &new).await?;
-    ws::create(client, ledger, &new).await?;
+    // The uid of what this run created binds every later write to it.
+    let workspace_uid = ws::create(client, ledger, &new)
+        .await?
+        .metadata
+        .uid
+        .ok_or_else(|| {
+            GateError::Gone(format!("workspace {ns}/{name} was created without a uid"))
+        })?;
     progress(&format!(
         "created workspace {ns}/{name} (kind {}, pod config {})",
         new.kind, new.pod_config
@@ -93,9 +100,12 @@ async fn prepare_into(
         "workspace_running",
     )
     .await?;
-    let workspace_uid = running
-        .and_then(|w| w.metadata.uid)
-        .ok_or_else(|| GateError::Gone(format!("workspace {ns}/{name} has no uid")))?;
+    if running.and_then(|w| w.metadata.uid).as_deref() != Some(workspace_uid.as_str()) {
+        return Err(GateError::Gone(format!(
+            "workspace {ns}/{name} (uid {workspace_uid}) was replaced by a namesake while it \
+             started; the gate leaves the namesake alone"
+        )));
+    }
     progress("workspace Running; loading the model and storing the marker");
 
     let budgets = session_budgets(cfg)?;
@@ -111,7 +121,7 @@ async fn prepare_into(
 
     let pods = ws::pods(client, &ns, &name).await?;
     let node_before_pause = pods.iter().find_map(|p| p.spec.as_ref()?.node_name.clone());
-    ws::set_paused(client, &ns, &name, true).await?;
+    ws::set_paused(client, &ns, &name, &workspace_uid, true).await?;
     let wf = WaitFor::new(
         "pause_to_paused",
         budget(cfg, "pause_to_paused")?,

@@ -305,7 +305,7 @@ async fn decide(
     watch.mark_resumed();
     let resumed_at = Instant::now();
     let resumed_utc = chrono::Utc::now();
-    ws::set_paused(client, ns, name, false).await?;
+    ws::set_paused(client, ns, name, &state.workspace_uid, false).await?;
     wait_state(
         &api,
         cfg,

@@ -152,25 +152,62 @@ pub async fn create(
     Ok(created)
 }
 
-/// Requests pause (`true`) or resume (`false`) with a merge patch of `spec.paused`.
+/// Requests pause (`true`) or resume (`false`) with a merge patch of `spec.paused`, bound
+/// to the Workspace wsgate created (its `uid`, see [`patch_own`]).
 pub async fn set_paused(
     client: &kube::Client,
     namespace: &str,
     name: &str,
+    uid: &str,
     paused: bool,
 ) -> Result<(), WorkspaceError> {
-    let api: Api<Workspace> = Api::namespaced(client.clone(), namespace);
-    api.patch(
+    patch_own(
+        client,
+        namespace,
         name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"paused": paused}})),
+        uid,
+        if paused { "pause" } else { "resume" },
+        json!({"spec": {"paused": paused}}),
     )
     .await
-    .map_err(api_err(
-        if paused { "pause" } else { "resume" },
-        format!("Workspace {name}"),
-    ))?;
-    Ok(())
+}
+
+/// A merge patch of the Workspace `namespace/name` that applies only to the object whose
+/// uid is `uid`: the patch carries `metadata.uid`, which the API server validates as
+/// immutable (apiserver `rest.BeforeUpdate` -> `ValidateObjectMetaUpdate`), so a namesake
+/// someone else made answers 422 (or 409 from a server that checks it as a precondition)
+/// and is left unchanged. Both are reported as [`WorkspaceError::NotOurs`].
+async fn patch_own(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    uid: &str,
+    action: &'static str,
+    mut body: serde_json::Value,
+) -> Result<(), WorkspaceError> {
+    let api: Api<Workspace> = Api::namespaced(client.clone(), namespace);
+    body["metadata"]["uid"] = json!(uid);
+    match api
+        .patch(name, &PatchParams::default(), &Patch::Merge(body))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e))
+            if (e.code == 422 && e.message.contains("metadata.uid"))
+                || (e.code == 409 && e.message.contains("UID in precondition")) =>
+        {
+            Err(super::ownership::NotOurs {
+                object: format!("Workspace {namespace}/{name}"),
+                why: format!(
+                    "it is not the one wsgate created (uid {uid}): the API server refused to \
+                     {action} it ({})",
+                    e.message
+                ),
+            }
+            .into())
+        }
+        Err(e) => Err(api_err(action, format!("Workspace {name}"))(e)),
+    }
 }
 
 /// The state in words for progress and timeout messages: `Running (Workspace is running)`.
@@ -217,23 +254,24 @@ pub fn jupyter_url(pod: &Pod, namespace: &str, name: &str) -> Option<String> {
     ))
 }
 
-/// Sets one annotation on the Workspace with a merge patch.
+/// Sets one annotation on the Workspace wsgate created (`uid`) with a merge patch.
 pub async fn annotate(
     client: &kube::Client,
     namespace: &str,
     name: &str,
+    uid: &str,
     key: &str,
     value: &str,
 ) -> Result<(), WorkspaceError> {
-    let api: Api<Workspace> = Api::namespaced(client.clone(), namespace);
-    api.patch(
+    patch_own(
+        client,
+        namespace,
         name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"annotations": {key: value}}})),
+        uid,
+        "annotate",
+        json!({"metadata": {"annotations": {key: value}}}),
     )
     .await
-    .map_err(api_err("annotate", format!("Workspace {name}")))?;
-    Ok(())
 }
 
 /// The Warning events about the Workspace, oldest first, as `reason: message`.

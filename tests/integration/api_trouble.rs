@@ -342,12 +342,17 @@ async fn lifecycle(client: kube::Client, name: String) -> Vec<ledger::CleanupRes
     };
     let mut ledger = Ledger::default();
     ws::create_home(&client, &mut ledger, &new).await.unwrap();
-    ws::create(&client, &mut ledger, &new).await.unwrap();
+    let created = ws::create(&client, &mut ledger, &new).await.unwrap();
+    let uid = created.metadata.uid.unwrap();
     let api: Api<Workspace> = Api::namespaced(client.clone(), NS);
     wait_state(&api, &name, WorkspaceState::Running).await;
-    ws::set_paused(&client, NS, &name, true).await.unwrap();
+    ws::set_paused(&client, NS, &name, &uid, true)
+        .await
+        .unwrap();
     wait_state(&api, &name, WorkspaceState::Paused).await;
-    ws::set_paused(&client, NS, &name, false).await.unwrap();
+    ws::set_paused(&client, NS, &name, &uid, false)
+        .await
+        .unwrap();
     wait_state(&api, &name, WorkspaceState::Running).await;
     ledger
         .cleanup(

@@ -198,15 +198,16 @@ async fn the_attempt_watch_sees_a_duplicate_restore_attempt_that_is_cleaned_up()
         };
         let mut ledger = Ledger::default();
         ws::create_home(&client, &mut ledger, &new).await.unwrap();
-        ws::create(&client, &mut ledger, &new).await.unwrap();
+        let created = ws::create(&client, &mut ledger, &new).await.unwrap();
+        let uid = created.metadata.uid.unwrap();
         state(name, WorkspaceState::Running).await;
-        ws::set_paused(&client, "wsgate-test", name, true)
+        ws::set_paused(&client, "wsgate-test", name, &uid, true)
             .await
             .unwrap();
         state(name, WorkspaceState::Paused).await;
         let watch = AttemptWatch::start(&client, "wsgate-test").await.unwrap();
         watch.mark_resumed();
-        ws::set_paused(&client, "wsgate-test", name, false)
+        ws::set_paused(&client, "wsgate-test", name, &uid, false)
             .await
             .unwrap();
         state(name, WorkspaceState::Running).await;

@@ -379,3 +379,86 @@ async fn snapshots_are_deleted_only_for_a_workspace_of_this_run() {
     assert_eq!(n, 1);
     assert_eq!(names().await, ["theirs-snap"]);
 }
+
+/// Pause, resume and annotations go to the Workspace this run created, by its uid: a
+/// namesake made by someone else after wsgate's was deleted is refused by the API server,
+/// named as not wsgate's, and left exactly as it was.
+#[tokio::test]
+async fn pause_resume_and_annotations_never_reach_a_namesake() {
+    use wsgate::platform::crd::Workspace;
+    use wsgate::platform::workspace::{self as ws, WorkspaceError};
+
+    let sim = start_platform(|_| {}).await;
+    let client = sim.client().await.unwrap();
+    let api: Api<Workspace> = Api::namespaced(client.clone(), NS);
+    let body = |labels: serde_json::Value| -> Workspace {
+        serde_json::from_value(json!({
+            "apiVersion": "kubeflow.org/v1beta1", "kind": "Workspace",
+            "metadata": {"name": "nb", "labels": labels},
+            // Paused from the start: no pod, so nothing but these writes changes them.
+            "spec": {"paused": true, "kind": "jupyterlab-resumable", "podTemplate": {
+                "volumes": {"home": "nb-home"},
+                "options": {"imageConfig": "jupyterlab-cpu", "podConfig": "small_cpu"}}}
+        }))
+        .unwrap()
+    };
+    let pp = PostParams::default();
+    let ours_ws = api.create(&pp, &body(ours("r1"))).await.unwrap();
+    let our_uid = ours_ws.metadata.uid.clone().unwrap();
+    ws::annotate(&client, NS, "nb", &our_uid, "wsgate.dev/note", "x")
+        .await
+        .expect("wsgate's own Workspace takes the annotation");
+
+    // Someone deletes it and makes their own under the same name.
+    api.delete("nb", &Default::default()).await.unwrap();
+    for _ in 0..100 {
+        if api.get_opt("nb").await.unwrap().is_none() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let theirs = api.create(&pp, &body(json!({"team": "ml"}))).await.unwrap();
+
+    for (what, result) in [
+        (
+            "pause",
+            ws::set_paused(&client, NS, "nb", &our_uid, true).await,
+        ),
+        (
+            "resume",
+            ws::set_paused(&client, NS, "nb", &our_uid, false).await,
+        ),
+        (
+            "annotate",
+            ws::annotate(
+                &client,
+                NS,
+                "nb",
+                &our_uid,
+                "sim.wsgate.dev/fault",
+                "kernel-dies",
+            )
+            .await,
+        ),
+    ] {
+        let err = result.expect_err(what);
+        assert!(matches!(err, WorkspaceError::NotOurs(_)), "{what}: {err:?}");
+        let text = err.to_string();
+        assert!(
+            text.contains("Workspace wsgate-test/nb is not wsgate's to touch"),
+            "{text}"
+        );
+        assert!(text.contains(&our_uid), "{text}");
+    }
+    let after = api.get("nb").await.unwrap();
+    assert_eq!(after.metadata.uid, theirs.metadata.uid);
+    assert!(after.spec.paused, "the namesake was not resumed");
+    assert_eq!(
+        after.metadata.annotations, theirs.metadata.annotations,
+        "nor annotated"
+    );
+    assert_eq!(
+        after.metadata.generation, theirs.metadata.generation,
+        "nor changed"
+    );
+}

@@ -364,9 +364,12 @@ async fn lifecycle(sim: &SimHandle, client: &kube::Client) {
     ws::create_home(client, &mut ledger, &new)
         .await
         .or_fail("home");
-    ws::create(client, &mut ledger, &new)
+    let uid = ws::create(client, &mut ledger, &new)
         .await
-        .or_fail("create");
+        .or_fail("create")
+        .metadata
+        .uid
+        .expect("a created Workspace has a uid");
     wait_state(client, &new.name, WorkspaceState::Running).await;
     let pods = ws::pods(client, NS, &new.name).await.or_fail("pods");
     assert!(!pods.is_empty(), "a running workspace has a pod");
@@ -382,7 +385,7 @@ async fn lifecycle(sim: &SimHandle, client: &kube::Client) {
     wait::next_change(&all_pods, None, Duration::from_millis(200)).await;
 
     // Pause, wait for its snapshot, status in plain words, force a cold start.
-    ws::set_paused(client, NS, &new.name, true)
+    ws::set_paused(client, NS, &new.name, &uid, true)
         .await
         .or_fail("pause");
     // As the suite, the gate and the drill: the trigger is watched beside the Workspace.
@@ -442,7 +445,7 @@ async fn lifecycle(sim: &SimHandle, client: &kube::Client) {
     gpu::lift_quota(client, &ledger, &claim, BUDGET)
         .await
         .or_fail("lift");
-    ws::set_paused(client, NS, &new.name, false)
+    ws::set_paused(client, NS, &new.name, &uid, false)
         .await
         .or_fail("resume");
     wait_state(client, &new.name, WorkspaceState::Running).await;

@@ -169,6 +169,70 @@ async fn every_patch_kind_and_status_subresource() {
     assert_eq!(w.status.unwrap().state, WorkspaceState::Running);
 }
 
+/// A write that names a uid applies only to that object, as on a real API server: a patch
+/// setting another uid fails the metadata validation (uid is immutable: 422), a PUT with
+/// another uid fails its storage precondition (409); the object is unchanged. wsgate binds
+/// its pause, resume and annotations to the Workspace it created so.
+#[tokio::test]
+async fn a_write_naming_another_uid_is_refused_and_changes_nothing() {
+    let sim = start_sim().await;
+    let client = sim.client().await.unwrap();
+    let api: Api<Workspace> = Api::namespaced(client.clone(), NS);
+    let created = api
+        .create(&PostParams::default(), &workspace("ws-uid"))
+        .await
+        .unwrap();
+    let uid = created.metadata.uid.clone().unwrap();
+
+    let patch =
+        |uid: &str| Patch::Merge(json!({"metadata": {"uid": uid}, "spec": {"paused": true}}));
+    let err = api
+        .patch("ws-uid", &PatchParams::default(), &patch("someone-elses"))
+        .await
+        .unwrap_err();
+    let kube::Error::Api(e) = err else {
+        panic!("an API error: {err}")
+    };
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"), "{e:?}");
+    assert!(
+        e.message
+            .contains(r#"metadata.uid: Invalid value: "someone-elses": field is immutable"#),
+        "{}",
+        e.message
+    );
+
+    let mut other = api.get("ws-uid").await.unwrap();
+    other.metadata.uid = Some("someone-elses".into());
+    other.spec.paused = true;
+    let err = api
+        .replace("ws-uid", &PostParams::default(), &other)
+        .await
+        .unwrap_err();
+    let kube::Error::Api(e) = err else {
+        panic!("an API error: {err}")
+    };
+    assert_eq!(e.code, 409, "{e:?}");
+    assert!(
+        e.message
+            .contains("Precondition failed: UID in precondition: someone-elses"),
+        "{}",
+        e.message
+    );
+    let now = api.get("ws-uid").await.unwrap();
+    assert!(!now.spec.paused, "refused writes changed nothing");
+    assert_eq!(
+        now.metadata.resource_version,
+        created.metadata.resource_version
+    );
+
+    // The object's own uid passes.
+    let ok = api
+        .patch("ws-uid", &PatchParams::default(), &patch(&uid))
+        .await
+        .unwrap();
+    assert!(ok.spec.paused);
+}
+
 #[tokio::test]
 async fn finalizers_and_owner_cascade() {
     let sim = start_sim().await;

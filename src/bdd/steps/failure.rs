@@ -24,9 +24,17 @@ pub(crate) async fn inject(w: &mut WsWorld, fault: &str) -> StepResult {
         ));
     }
     let new = w.ws()?.clone();
-    ws::annotate(&w.ctx.client, &new.namespace, &new.name, SIM_FAULT, fault)
-        .await
-        .map_err(|e| e.to_string())?;
+    let uid = w.ws_uid()?;
+    ws::annotate(
+        &w.ctx.client,
+        &new.namespace,
+        &new.name,
+        &uid,
+        SIM_FAULT,
+        fault,
+    )
+    .await
+    .map_err(|e| e.to_string())?;
     w.log
         .push(format!("simulator fault {fault} on Workspace {}", new.name));
     Ok(())

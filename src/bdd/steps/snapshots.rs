@@ -82,10 +82,12 @@ async fn short_retention(w: &mut WsWorld, timeout: String) -> StepResult {
         ));
     }
     let new = w.ws()?.clone();
+    let uid = w.ws_uid()?;
     ws::annotate(
         &w.ctx.client,
         &new.namespace,
         &new.name,
+        &uid,
         SIM_LAST_ACCESS_TIMEOUT,
         &timeout,
     )

@@ -144,8 +144,9 @@ async fn pause(w: &mut WsWorld) -> StepResult {
         .await
         .map_err(|e| e.to_string())?;
     w.node_before_pause = pods.iter().find_map(|p| p.spec.as_ref()?.node_name.clone());
+    let uid = w.ws_uid()?;
     w.mark(Mark::PauseRequested, None);
-    ws::set_paused(&w.ctx.client, &new.namespace, &new.name, true)
+    ws::set_paused(&w.ctx.client, &new.namespace, &new.name, &uid, true)
         .await
         .map_err(|e| e.to_string())
 }
@@ -170,8 +171,9 @@ async fn resume(w: &mut WsWorld) -> StepResult {
         .map_err(|e| format!("cannot watch the workspace's pods: {e}"))?;
     watch.mark_resumed();
     w.attempts = Some(watch);
+    let uid = w.ws_uid()?;
     w.mark(Mark::ResumeRequested, w.snapshot_name.clone());
-    ws::set_paused(&w.ctx.client, &new.namespace, &new.name, false)
+    ws::set_paused(&w.ctx.client, &new.namespace, &new.name, &uid, false)
         .await
         .map_err(|e| e.to_string())
 }

@@ -75,7 +75,24 @@ pub async fn handle(
                 &name,
                 status_write,
                 q.dry_run,
-                move |_| Ok(obj),
+                |cur| {
+                    // A uid in the body is a precondition of the update (apiserver
+                    // rest.DefaultUpdatedObjectInfo.Preconditions, checked by the storage).
+                    if let Some(uid) = other_uid(cur, &obj) {
+                        return Err(ApiError::conflict(
+                            kind,
+                            &name,
+                            &format!(
+                                "Precondition failed: UID in precondition: {uid}, UID in object \
+                                 meta: {}",
+                                cur.pointer("/metadata/uid")
+                                    .and_then(Value::as_str)
+                                    .unwrap_or("")
+                            ),
+                        ));
+                    }
+                    Ok(obj)
+                },
             )?;
             Ok(json_response(StatusCode::OK, &out))
         }
@@ -86,7 +103,19 @@ pub async fn handle(
                 state
                     .store
                     .modify(kind, ns.as_deref(), name, status_write, q.dry_run, |cur| {
-                        patch::apply(kind, name, cur, ptype, &body)
+                        let next = patch::apply(kind, name, cur, ptype, &body)?;
+                        // A patch has no preconditions; the uid it sets fails the metadata
+                        // validation, uid being immutable (apiserver rest.BeforeUpdate ->
+                        // ValidateObjectMetaUpdate). Clients bind a patch to one object so.
+                        if let Some(uid) = other_uid(cur, &next) {
+                            return Err(ApiError::invalid(
+                                kind,
+                                name,
+                                "metadata.uid",
+                                format!("Invalid value: \"{uid}\": field is immutable"),
+                            ));
+                        }
+                        Ok(next)
                     });
             match result {
                 Ok(out) => Ok(json_response(StatusCode::OK, &out)),
@@ -290,4 +319,12 @@ impl IntoResponse for ApiError {
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         json_response(code, &self.to_status())
     }
+}
+
+/// The uid a write names when it is not the stored object's (an empty or absent uid names
+/// none: the server keeps the stored one).
+fn other_uid(current: &Value, desired: &Value) -> Option<String> {
+    let want = desired.pointer("/metadata/uid").and_then(Value::as_str)?;
+    let have = current.pointer("/metadata/uid").and_then(Value::as_str);
+    (!want.is_empty() && Some(want) != have).then(|| want.to_owned())
 }
