@@ -57,6 +57,10 @@ pub struct WorkspaceResult {
     /// Resume requested -> Workspace Running.
     #[serde(with = "opt_secs")]
     pub to_running: Option<Duration>,
+    /// Its pod Ready -> `PodRestored` on it (GKE writes the condition after Ready), as the
+    /// pod watch saw both; none when either was not seen.
+    #[serde(with = "opt_secs")]
+    pub ready_to_pod_restored: Option<Duration>,
     /// For a kernel-checked workspace the restore verdict (`Restored` needs the kernel's
     /// evidence); for the others what the platform alone said: [`PLATFORM_RESTORED`] or
     /// [`PLATFORM_NOT_RESTORED`], never `Restored`; or what went wrong.
@@ -84,6 +88,8 @@ pub struct DrillReport {
     pub results: Vec<WorkspaceResult>,
     pub waited: Option<Spread>,
     pub to_running: Option<Spread>,
+    /// Ready -> `PodRestored` over the workspaces that showed both.
+    pub ready_to_pod_restored: Option<Spread>,
     /// Resume of all -> the last one checked, in seconds.
     pub wall_s: f64,
 }
@@ -116,13 +122,17 @@ impl DrillReport {
                     .map_or(r.verdict.clone(), |p| format!("{} ({p})", r.verdict))
             ));
         }
-        for (label, s) in [("waited", &self.waited), ("to Running", &self.to_running)] {
+        for (label, s) in [
+            ("waited", &self.waited),
+            ("to Running", &self.to_running),
+            ("Ready -> PodRestored", &self.ready_to_pod_restored),
+        ] {
             match s {
                 Some(s) => out.push_str(&format!(
-                    "{label:<10}  p50 {:.2} s  p95 {:.2} s  max {:.2} s  (n={})\n",
+                    "{label:<20}  p50 {:.2} s  p95 {:.2} s  max {:.2} s  (n={})\n",
                     s.p50_s, s.p95_s, s.max_s, s.count
                 )),
-                None => out.push_str(&format!("{label:<10}  not measured\n")),
+                None => out.push_str(&format!("{label:<20}  not measured\n")),
             }
         }
         out
@@ -270,12 +280,14 @@ pub async fn run(
     }
     let waited: Vec<_> = results.iter().map(|r| r.waited).collect();
     let to_running: Vec<_> = results.iter().map(|r| r.to_running).collect();
+    let lags: Vec<_> = results.iter().map(|r| r.ready_to_pod_restored).collect();
     Ok(DrillReport {
         workspaces: plan.workspaces,
         gpus: plan.gpus,
         sample: plan.sample,
         waited: spread(&waited),
         to_running: spread(&to_running),
+        ready_to_pod_restored: spread(&lags),
         wall_s: started.elapsed().as_secs_f64(),
         results,
     })
@@ -415,6 +427,7 @@ async fn finish_one(
         sampled: p.marked.is_some(),
         waited: None,
         to_running: None,
+        ready_to_pod_restored: None,
         verdict: "-".into(),
         max_attempts: 0,
         problem: None,
@@ -433,9 +446,14 @@ async fn finish_one(
     }
     result.to_running = Some(started.elapsed());
     match check(client, cfg, p, watch).await {
-        Ok((verdict, problem)) => {
+        Ok(Checked {
+            verdict,
+            problem,
+            ready_to_pod_restored,
+        }) => {
             result.verdict = verdict;
             result.problem = problem;
+            result.ready_to_pod_restored = ready_to_pod_restored;
         }
         Err(e) => {
             result.verdict = "unchecked".into();
@@ -467,6 +485,13 @@ async fn finish_one(
     result
 }
 
+/// What [`check`] found about one resumed workspace.
+struct Checked {
+    verdict: String,
+    problem: Option<String>,
+    ready_to_pod_restored: Option<Duration>,
+}
+
 /// The verdict of one resumed workspace: full evidence for the sample, the platform's
 /// restore condition for the rest. With a Ready snapshot to restore from, the condition is
 /// waited for within the `pod_restored` budget (GKE writes it after the pod is Ready),
@@ -476,8 +501,9 @@ async fn check(
     cfg: &Config,
     p: &Prepared,
     watch: &AttemptWatch,
-) -> Result<(String, Option<String>), GateError> {
+) -> Result<Checked, GateError> {
     let (ns, name) = (&p.new.namespace, &p.new.name);
+    let mut lag = None;
     let mut platform = PlatformEvidence {
         observed: true,
         expected_snapshot: p.snapshot_name.clone(),
@@ -486,6 +512,7 @@ async fn check(
     if p.snapshot_name.is_some() {
         let limit = gate::budget(cfg, "pod_restored")?;
         let seen = watch.wait_pod_restored(name, limit).await;
+        lag = seen.lag();
         platform.pod_restored_budget_s = Some(limit.as_secs_f64().ceil() as u64);
         platform.pod_restored = seen.condition.map(|(c, _)| c);
     }
@@ -505,7 +532,7 @@ async fn check(
                     c.message.as_deref().is_some_and(|m| m.contains(snapshot))
                 })
         });
-        return Ok(if restored_from_own {
+        let (verdict, problem) = if restored_from_own {
             (PLATFORM_RESTORED.into(), None)
         } else {
             (
@@ -519,6 +546,11 @@ async fn check(
                     None => platform.said().swap_remove(0),
                 }),
             )
+        };
+        return Ok(Checked {
+            verdict,
+            problem,
+            ready_to_pod_restored: lag,
         });
     };
     let budgets = gate::session_budgets(cfg)?;
@@ -543,14 +575,19 @@ async fn check(
     .await?;
     let v = verdict::decide(&m.before, &after, &platform);
     if v.false_restore() {
-        return Ok((
-            format!("{} (FALSE RESTORE)", v.kind),
-            Some(format!(
+        return Ok(Checked {
+            verdict: format!("{} (FALSE RESTORE)", v.kind),
+            problem: Some(format!(
                 "the platform claimed a restore and the process state was lost: {}",
                 v.decided_by.join("; ")
             )),
-        ));
+            ready_to_pod_restored: lag,
+        });
     }
     let problem = (v.kind != VerdictKind::Restored).then(|| v.decided_by.join("; "));
-    Ok((v.kind.to_string(), problem))
+    Ok(Checked {
+        verdict: v.kind.to_string(),
+        problem,
+        ready_to_pod_restored: lag,
+    })
 }

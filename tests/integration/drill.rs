@@ -58,6 +58,14 @@ fn a_small_drill_restores_every_workspace_and_reports_the_waits() {
         .fold((f64::MAX, 0f64), |(a, b), w| (a.min(*w), b.max(*w)));
     assert!(max > min, "{waited:?}");
     assert_eq!(r["waited"]["count"], 4);
+    // GKE writes PodRestored after the pod is Ready; the simulator's default lag is 2 s,
+    // and the drill records it for every workspace, from the pod watch.
+    for x in results {
+        let lag = x["ready_to_pod_restored"].as_f64().unwrap_or(-1.0);
+        assert!((1.9..10.0).contains(&lag), "Ready -> PodRestored: {x}");
+    }
+    assert_eq!(r["ready_to_pod_restored"]["count"], 4, "{r}");
+    assert!(out.contains("Ready -> PodRestored"), "{out}");
 }
 
 /// Runs a drill and returns its drill.json.
