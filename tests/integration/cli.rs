@@ -533,3 +533,53 @@ fn options_the_kind_refuses_stop_the_run_and_empty_ones_are_picked() {
     );
     assert_eq!(o.status.code(), Some(wsgate::exit_code::USAGE), "{out}");
 }
+
+/// The field report's lag (PodRestored 17 s after the restored pod is Ready, far longer than
+/// the harness needs to reach the kernel) leaves the verdict Restored: the harness waits for
+/// the condition instead of reading it once, and records the lag as a phase.
+#[test]
+fn a_pod_restored_lag_of_17_s_leaves_the_verdict_restored() {
+    let dir = tempfile::tempdir().unwrap();
+    let reports = format!("reports.dir={}", dir.path().display());
+    let o = wsgate(&[
+        "run",
+        "--name",
+        "A paused GPU workspace resumes with its process, model and files",
+        "--set",
+        "sim.profile=fixtures/sim/field-restore-lag.toml",
+        "--set",
+        &reports,
+    ]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    let report = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("report.json"))
+        .find(|p| p.exists())
+        .expect("report.json written");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(report).unwrap()).unwrap();
+    let s = &r["scenarios"][0];
+    assert_eq!(s["verdict"]["kind"], "Restored", "{s}");
+    let phase = |name: &str| {
+        s["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .and_then(|p| p["duration"].as_f64())
+    };
+    let lag = phase("ready_to_pod_restored").expect("the lag is a phase");
+    assert!(
+        (17_000.0..40_000.0).contains(&lag),
+        "Ready -> PodRestored {lag} ms"
+    );
+    // The kernel answered well before the condition came.
+    let kernel = phase("resume_to_kernel").expect("resume -> kernel");
+    let restored = phase("resume_to_pod_restored").expect("resume -> PodRestored");
+    assert!(
+        kernel < restored,
+        "kernel {kernel} ms, PodRestored {restored} ms"
+    );
+}
