@@ -310,6 +310,62 @@ async fn a_nonce_that_reaches_disk_is_found_and_invalidates_the_test() {
     .await;
 }
 
+/// The phases after a resume are as far apart as the cells behind them: with every cell
+/// made 300 ms slower (an IPython input transformer that sleeps, which runs for silent cells
+/// too), the first cell after the kernel answered completes at least 300 ms after it, and
+/// the evidence (a further cell, the disk scan) at least 300 ms after that. Stamped at one
+/// instant after all the evidence was in, as they once were, these spacings would be zero.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_next_cell_that_takes_300_ms_is_timed_300_ms_after_the_kernel_answered() {
+    within(async {
+        let server = Server::start().await;
+        let state = mark(&server).await;
+        let client = server.client();
+        let mut ch = KernelChannel::connect(&client, &state.kernel_id)
+            .await
+            .unwrap();
+        let slow = "import time\n\
+                    def _wsgate_test_slow(lines):\n    time.sleep(0.3)\n    return lines\n\
+                    get_ipython().input_transformers_post.append(_wsgate_test_slow)";
+        let options = ExecuteOptions::new(Duration::from_secs(60)).no_history();
+        ch.execute(slow, &options)
+            .await
+            .unwrap()
+            .into_ok("slow")
+            .unwrap();
+        ch.close().await;
+
+        let nonce = state.nonce.unseal().unwrap();
+        let (after, stamps) = wsgate::session::collect_evidence_stamped(
+            &client,
+            &state.kernel_id,
+            &nonce,
+            &state.plan,
+            &Budgets::default(),
+            Some(&state.before),
+        )
+        .await
+        .unwrap();
+        let (Some(answered), Some(first_cell)) = (stamps.kernel_answered, stamps.first_cell_done)
+        else {
+            panic!("both stamped: {stamps:?}");
+        };
+        let to_cell = (first_cell - answered).num_milliseconds();
+        assert!(
+            to_cell >= 300,
+            "kernel -> next cell {to_cell} ms: {stamps:?}"
+        );
+        let to_end = (after.collected_at - first_cell).num_milliseconds();
+        assert!(
+            to_end >= 300,
+            "next cell -> evidence in {to_end} ms: {stamps:?}"
+        );
+        let v = decide(&state.before, &after, &PlatformEvidence::not_observed());
+        assert_eq!(v.kind, VerdictKind::Restored, "{v}");
+    })
+    .await;
+}
+
 /// Files the kernel wrote outside the test's directory, removed however the test ends.
 struct RemoveOnDrop(Vec<PathBuf>);
 
