@@ -46,6 +46,8 @@ pub struct WsWorld {
     pub max_pods_seen: usize,
     /// The pod watch started at the resume, counting restore attempts in flight.
     pub attempts: Option<crate::platform::attempts::AttemptWatch>,
+    /// The Workspace watch started at the pause, seeing when it turns `Checkpointing`.
+    pub checkpoint_watch: Option<crate::platform::pause::CheckpointWatch>,
     /// What the scenario did, line by line, for the report's system-out.
     pub log: Vec<String>,
     /// The release gate's state file, once prepared.
@@ -95,6 +97,7 @@ impl WsWorld {
             snapshot_uid: None,
             max_pods_seen: 0,
             attempts: None,
+            checkpoint_watch: None,
             log: Vec::new(),
             gate_state: None,
             gate_outcome: None,

@@ -34,7 +34,7 @@ pub struct Seen {
 }
 
 impl Seen {
-    fn now() -> Self {
+    pub(crate) fn now() -> Self {
         Self {
             instant: Instant::now(),
             at: chrono::Utc::now(),
@@ -103,6 +103,11 @@ impl AttemptWatch {
 
     /// When `workspace`'s first pod after the resume was bound to a node.
     pub fn scheduled(&self, workspace: &str) -> Option<Instant> {
+        self.scheduled_seen(workspace).map(|s| s.instant)
+    }
+
+    /// [`Self::scheduled`] with the wall-clock time the watch saw the binding.
+    pub fn scheduled_seen(&self, workspace: &str) -> Option<Seen> {
         self.log().scheduled.get(workspace).copied()
     }
 
@@ -128,7 +133,7 @@ impl AttemptWatch {
             let changed = self.changed.notified();
             let (seen, deadline) = {
                 let log = self.log();
-                let bound = log.scheduled.get(workspace).copied().unwrap_or(called);
+                let bound = log.scheduled.get(workspace).map_or(called, |s| s.instant);
                 let from = log.resumed_at.map_or(bound, |r| r.max(bound));
                 (log.pod_restored(workspace), from + budget)
             };
@@ -147,7 +152,7 @@ struct PodLog {
     resumed_at: Option<Instant>,
     alive: HashMap<String, BTreeSet<String>>,
     max_alive: HashMap<String, usize>,
-    scheduled: HashMap<String, Instant>,
+    scheduled: HashMap<String, Seen>,
     /// Per workspace: when a live pod was first seen Ready=True after the resume.
     ready: HashMap<String, Seen>,
     /// Per workspace: the first `PodRestored` condition seen on a live pod after the resume.
@@ -181,9 +186,7 @@ impl PodLog {
                 .and_then(|s| s.node_name.as_ref())
                 .is_some();
             if bound && pod.metadata.deletion_timestamp.is_none() {
-                self.scheduled
-                    .entry(ws.clone())
-                    .or_insert_with(Instant::now);
+                self.scheduled.entry(ws.clone()).or_insert_with(Seen::now);
             }
             if pod.metadata.deletion_timestamp.is_none() {
                 if is_ready(pod) {

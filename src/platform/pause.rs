@@ -140,6 +140,75 @@ async fn checkpoint_failure(
     }
 }
 
+/// A watch over one Workspace, started just before the pause request, that records when it
+/// was first seen `Checkpointing` (the add-on's `checkpoint-state` annotation): the moment
+/// the pause phase `pause_to_checkpointing` ends, stamped from the watch event that shows it,
+/// not when a later step looks. Stops when dropped.
+pub struct CheckpointWatch {
+    seen: std::sync::Arc<std::sync::Mutex<Option<super::attempts::Seen>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl CheckpointWatch {
+    /// Starts watching `namespace/name`; returns once the first list is in, so a change
+    /// after this call is not missed.
+    pub async fn start(client: &kube::Client, namespace: &str, name: &str) -> Result<Self, String> {
+        use futures::StreamExt;
+        use kube::runtime::{WatchStreamExt, watcher};
+
+        let api: Api<Workspace> = Api::namespaced(client.clone(), namespace);
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<()>();
+        let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
+        let record = seen.clone();
+        let task = tokio::spawn(async move {
+            let mut ready = Some(ready_tx);
+            let mut stream = watcher(api, cfg).default_backoff().boxed();
+            while let Some(ev) = stream.next().await {
+                match ev {
+                    Ok(watcher::Event::Apply(w) | watcher::Event::InitApply(w))
+                        if is_checkpointing(&w) =>
+                    {
+                        record
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .get_or_insert_with(super::attempts::Seen::now);
+                    }
+                    Ok(watcher::Event::InitDone) => {
+                        if let Some(tx) = ready.take() {
+                            let _ = tx.send(());
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        });
+        ready_rx
+            .await
+            .map_err(|_| "the Workspace watch ended before its first list".to_string())?;
+        Ok(Self { seen, task })
+    }
+
+    /// When the Workspace was first seen `Checkpointing` since [`Self::start`].
+    pub fn checkpointing(&self) -> Option<super::attempts::Seen> {
+        *self.seen.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Drop for CheckpointWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn is_checkpointing(w: &Workspace) -> bool {
+    w.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(CHECKPOINT_STATE))
+        .is_some_and(|s| s == "Checkpointing")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

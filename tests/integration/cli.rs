@@ -582,4 +582,18 @@ fn a_pod_restored_lag_of_17_s_leaves_the_verdict_restored() {
         kernel < restored,
         "kernel {kernel} ms, PodRestored {restored} ms"
     );
+    // Checkpointing and the resumed pod's binding are stamped from the watch events that
+    // showed them, so they come before what follows them.
+    let checkpointing = phase("pause_to_checkpointing").expect("pause -> Checkpointing");
+    let paused = phase("pause_to_paused").expect("pause -> Paused");
+    assert!(
+        checkpointing < paused,
+        "Checkpointing {checkpointing} ms, Paused {paused} ms"
+    );
+    let scheduled = phase("resume_to_scheduled").expect("resume -> pod bound");
+    let running = phase("resume_to_running").expect("resume -> Running");
+    assert!(
+        scheduled <= running,
+        "bound {scheduled} ms, Running {running} ms"
+    );
 }

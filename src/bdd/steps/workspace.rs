@@ -123,9 +123,26 @@ pub async fn wait_state(w: &mut WsWorld, state: WorkspaceState, budget: &str) ->
     }
     let resumed = w.timeline.last(Mark::ResumeRequested).is_some();
     match state {
-        WorkspaceState::Running if resumed => w.mark(Mark::WorkspaceResumed, None),
+        WorkspaceState::Running if resumed => {
+            w.mark(Mark::WorkspaceResumed, None);
+            // Its pod's binding, as the resume's pod watch saw it.
+            let bound = w
+                .attempts
+                .as_ref()
+                .and_then(|a| a.scheduled_seen(&new.name));
+            if let Some(s) = bound
+                && w.timeline.last(Mark::PodScheduled).is_none()
+            {
+                w.mark_observed_at(Mark::PodScheduled, s.at, None);
+            }
+        }
         WorkspaceState::Running => w.mark(Mark::WorkspaceRunning, None),
-        WorkspaceState::Paused => w.mark(Mark::WorkspacePaused, None),
+        WorkspaceState::Paused => {
+            w.mark(Mark::WorkspacePaused, None);
+            if let Some(s) = w.checkpoint_watch.take().and_then(|c| c.checkpointing()) {
+                w.mark_observed_at(Mark::Checkpointing, s.at, None);
+            }
+        }
         _ => {}
     }
     Ok(())
@@ -145,6 +162,12 @@ async fn pause(w: &mut WsWorld) -> StepResult {
         .map_err(|e| e.to_string())?;
     w.node_before_pause = pods.iter().find_map(|p| p.spec.as_ref()?.node_name.clone());
     let uid = w.ws_uid()?;
+    // Watched from before the request, so the moment it turns Checkpointing is seen.
+    w.checkpoint_watch = Some(
+        pause::CheckpointWatch::start(&w.ctx.client, &new.namespace, &new.name)
+            .await
+            .map_err(|e| format!("cannot watch the workspace: {e}"))?,
+    );
     w.mark(Mark::PauseRequested, None);
     ws::set_paused(&w.ctx.client, &new.namespace, &new.name, &uid, true)
         .await
