@@ -150,9 +150,16 @@ pub struct CheckpointWatch {
 }
 
 impl CheckpointWatch {
-    /// Starts watching `namespace/name`; returns once the first list is in, so a change
-    /// after this call is not missed.
-    pub async fn start(client: &kube::Client, namespace: &str, name: &str) -> Result<Self, String> {
+    /// Starts watching `namespace/name`; returns once the first list is in (within
+    /// `within`, the caller's named budget), so a change after this call is not missed. The
+    /// state the first list shows is not counted: a `Checkpointing` left by an earlier,
+    /// failed pause is not this pause's.
+    pub async fn start(
+        client: &kube::Client,
+        namespace: &str,
+        name: &str,
+        within: Duration,
+    ) -> Result<Self, String> {
         use futures::StreamExt;
         use kube::runtime::{WatchStreamExt, watcher};
 
@@ -166,9 +173,7 @@ impl CheckpointWatch {
             let mut stream = watcher(api, cfg).default_backoff().boxed();
             while let Some(ev) = stream.next().await {
                 match ev {
-                    Ok(watcher::Event::Apply(w) | watcher::Event::InitApply(w))
-                        if is_checkpointing(&w) =>
-                    {
+                    Ok(watcher::Event::Apply(w)) if is_checkpointing(&w) => {
                         record
                             .lock()
                             .unwrap_or_else(|e| e.into_inner())
@@ -183,10 +188,16 @@ impl CheckpointWatch {
                 }
             }
         });
-        ready_rx
-            .await
-            .map_err(|_| "the Workspace watch ended before its first list".to_string())?;
-        Ok(Self { seen, task })
+        match tokio::time::timeout(within, ready_rx).await {
+            Ok(Ok(())) => Ok(Self { seen, task }),
+            Ok(Err(_)) => Err("the Workspace watch ended before its first list".to_string()),
+            Err(_) => {
+                task.abort();
+                Err(format!(
+                    "the Workspace watch gave no first list within {within:?}"
+                ))
+            }
+        }
     }
 
     /// When the Workspace was first seen `Checkpointing` since [`Self::start`].

@@ -204,7 +204,7 @@ impl SimHandle {
                     None => {
                         let t = tempfile::Builder::new()
                             .prefix("wsgate-sim-")
-                            .tempdir()
+                            .tempdir_in(state_parent())
                             .map_err(SimError::StateDir)?;
                         let p = t.path().to_path_buf();
                         temp_dir = Some(t);
@@ -442,5 +442,25 @@ impl Drop for SimHandle {
     fn drop(&mut self) {
         let _ = self.shutdown.send(true);
         self.server.shutdown();
+    }
+}
+
+/// Where a simulator without a given state directory keeps its volumes and its bucket:
+/// `/var/tmp` where it is a writable directory, else the system temp directory. Simulated
+/// pods run on this machine and their `/tmp` is this machine's, which the harness's nonce
+/// scan walks in every pod; the simulator's state (every workspace's volume, every
+/// snapshot's memory image, hundreds of MiB each) is a node's disk and a bucket, in no
+/// pod's `/tmp`.
+fn state_parent() -> std::path::PathBuf {
+    let var_tmp = std::path::Path::new("/var/tmp");
+    let writable = std::fs::metadata(var_tmp).is_ok_and(|m| m.is_dir())
+        && tempfile::Builder::new()
+            .prefix(".wsgate-probe-")
+            .tempfile_in(var_tmp)
+            .is_ok();
+    if writable {
+        var_tmp.to_path_buf()
+    } else {
+        std::env::temp_dir()
     }
 }

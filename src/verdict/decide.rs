@@ -165,8 +165,8 @@ fn judge_disk_scans(
             });
         } else {
             lines.push(format!(
-                "disk {when}: not covered: {} (it does not change the verdict: the nonce is not \
-                 in kernel memory)",
+                "disk {when}: not covered: {} (it does not change the verdict: the nonce was not \
+                 read back from kernel memory)",
                 gaps.join("; ")
             ));
         }

@@ -208,7 +208,8 @@ impl DiskScan {
 /// One place the disk scan looked at.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScanPlace {
-    /// What it is: `home`, `cwd`, `tmpdir`, `tmp`, `dev_shm`, `ipython`, `jupyter_runtime`.
+    /// What it is: `home`, `cwd`, `tmpdir`, `tmp`, `dev_shm`, `ipython`, `jupyter_runtime`,
+    /// or `mount` (another writable volume from `/proc/self/mountinfo`).
     pub what: String,
     /// Its real path, as the kernel sees it.
     pub path: String,

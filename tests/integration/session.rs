@@ -422,33 +422,41 @@ async fn the_disk_guard_covers_every_place_a_fresh_kernel_could_read_the_nonce_f
             "the cut-off is the kernel's own clock"
         );
 
-        // Notebook code persists the marker in five ways: under $TMPDIR, in /dev/shm, in
+        // Notebook code persists the marker in six ways: under $TMPDIR, in /dev/shm, in
         // IPython's directory, at the end of a 65 MiB file (larger than any size limit the
-        // scan once had), and across the boundary of the scan's 1 MiB read chunks.
+        // scan once had), across the boundary of the scan's 1 MiB read chunks, and in a
+        // file's name.
+        let shm = format!(
+            "wsgate-test-leak-{}",
+            server.dir.path().file_name().unwrap().to_string_lossy()
+        );
+        // Removed however the test ends, written or not.
+        let _shm = RemoveOnDrop(vec![Path::new("/dev/shm").join(&shm)]);
         let client = server.client();
         let mut ch = KernelChannel::connect(&client, &state.kernel_id)
             .await
             .unwrap();
-        let leak = r#"
+        let leak = format!(
+            r#"
 import base64, os, tempfile
 from IPython.paths import get_ipython_dir
 m = _wsgate_marker
 open(os.path.join(tempfile.gettempdir(), 'leak.txt'), 'w').write(m.hex())
-open('/dev/shm/wsgate-test-leak-%d' % os.getpid(), 'wb').write(base64.b64encode(m))
+open('/dev/shm/{shm}', 'wb').write(base64.b64encode(m))
 open(os.path.join(get_ipython_dir(), 'leak.txt'), 'w').write(m.hex().upper())
 with open('big.bin', 'wb') as f:
     f.write(bytes(65 << 20)); f.write(m)
 with open('straddle.bin', 'wb') as f:
     f.write(bytes((1 << 20) - 5)); f.write(m.hex().encode())
-print(os.getpid())
-"#;
+open('notes-' + m.hex() + '.txt', 'w').write('nothing inside')
+"#
+        );
         let options = ExecuteOptions::new(Duration::from_secs(60)).no_history();
-        let out = ch.execute(leak, &options).await.unwrap();
-        let pid = out.stdout.trim().to_owned();
-        let _shm = RemoveOnDrop(vec![PathBuf::from(format!(
-            "/dev/shm/wsgate-test-leak-{pid}"
-        ))]);
-        out.into_ok("leak").unwrap();
+        ch.execute(&leak, &options)
+            .await
+            .unwrap()
+            .into_ok("leak")
+            .unwrap();
 
         let nonce = state.nonce.unseal().unwrap();
         let after = collect_evidence(
@@ -479,7 +487,8 @@ print(os.getpid())
             "leak.txt".to_owned(),
             "leak.txt".to_owned(),
             "straddle.bin".to_owned(),
-            format!("wsgate-test-leak-{pid}"),
+            shm.clone(),
+            format!("notes-{}.txt", nonce.hex()),
         ];
         expected.sort();
         assert_eq!(found, expected, "{scan:?}");

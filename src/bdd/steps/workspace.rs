@@ -163,10 +163,11 @@ async fn pause(w: &mut WsWorld) -> StepResult {
     w.node_before_pause = pods.iter().find_map(|p| p.spec.as_ref()?.node_name.clone());
     let uid = w.ws_uid()?;
     // Watched from before the request, so the moment it turns Checkpointing is seen.
+    let within = w.budget("pause_to_paused")?;
     w.checkpoint_watch = Some(
-        pause::CheckpointWatch::start(&w.ctx.client, &new.namespace, &new.name)
+        pause::CheckpointWatch::start(&w.ctx.client, &new.namespace, &new.name, within)
             .await
-            .map_err(|e| format!("cannot watch the workspace: {e}"))?,
+            .map_err(|e| format!("cannot watch the workspace (budget `pause_to_paused`): {e}"))?,
     );
     w.mark(Mark::PauseRequested, None);
     ws::set_paused(&w.ctx.client, &new.namespace, &new.name, &uid, true)
