@@ -571,8 +571,10 @@ fn a_pod_restored_lag_of_17_s_leaves_the_verdict_restored() {
             .and_then(|p| p["duration"].as_f64())
     };
     let lag = phase("ready_to_pod_restored").expect("the lag is a phase");
+    // The simulator writes it 17 s after it marked the pod Ready; the harness sees both
+    // through a watch, each a few milliseconds late (16,997 ms was seen).
     assert!(
-        (17_000.0..40_000.0).contains(&lag),
+        (16_500.0..40_000.0).contains(&lag),
         "Ready -> PodRestored {lag} ms"
     );
     // The kernel answered well before the condition came.
