@@ -188,6 +188,22 @@ impl WsWorld {
             })
     }
 
+    /// Sets one annotation on the scenario's Workspace, bound to its uid.
+    pub async fn annotate_ws(&self, key: &str, value: &str) -> Result<(), String> {
+        let new = self.ws()?;
+        let uid = self.ws_uid()?;
+        crate::platform::workspace::annotate(
+            &self.ctx.client,
+            &new.namespace,
+            &new.name,
+            &uid,
+            key,
+            value,
+        )
+        .await
+        .map_err(|e| e.to_string())
+    }
+
     /// A budget from the configuration by name.
     pub fn budget(&self, name: &str) -> Result<Duration, String> {
         crate::gate::budget(&self.ctx.config, name).map_err(|_| {

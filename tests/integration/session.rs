@@ -117,6 +117,21 @@ async fn check(server: &Server) -> i32 {
         .expect("probe check produces a verdict")
 }
 
+/// The evidence after a resume of the kernel `mark` left in `state`, with default budgets.
+async fn evidence_after(client: &JupyterClient, state: &ProbeState) -> wsgate::verdict::Evidence {
+    let nonce = state.nonce.unseal().unwrap();
+    collect_evidence(
+        client,
+        &state.kernel_id,
+        &nonce,
+        &state.plan,
+        &Budgets::default(),
+        Some(&state.before),
+    )
+    .await
+    .unwrap()
+}
+
 async fn within<F: Future>(f: F) -> F::Output {
     tokio::time::timeout(TEST_BUDGET, f)
         .await
@@ -292,17 +307,7 @@ async fn a_nonce_that_reaches_disk_is_found_and_invalidates_the_test() {
             .unwrap();
         assert_eq!(check(&server).await, exit_code::INCONCLUSIVE);
 
-        let nonce = state.nonce.unseal().unwrap();
-        let after = collect_evidence(
-            &client,
-            &state.kernel_id,
-            &nonce,
-            &state.plan,
-            &Budgets::default(),
-            Some(&state.before),
-        )
-        .await
-        .unwrap();
+        let after = evidence_after(&client, &state).await;
         let hits = &after.disk_scan.as_ref().unwrap().hits;
         assert_eq!(hits.len(), 1, "{hits:?}");
         assert!(hits[0].ends_with("/notes.txt"), "{hits:?}");
@@ -459,16 +464,7 @@ open('notes-' + m.hex() + '.txt', 'w').write('nothing inside')
             .unwrap();
 
         let nonce = state.nonce.unseal().unwrap();
-        let after = collect_evidence(
-            &client,
-            &state.kernel_id,
-            &nonce,
-            &state.plan,
-            &Budgets::default(),
-            Some(&state.before),
-        )
-        .await
-        .unwrap();
+        let after = evidence_after(&client, &state).await;
         let scan = after.disk_scan.as_ref().unwrap();
         let mut found: Vec<String> = scan
             .hits

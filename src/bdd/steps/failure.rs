@@ -23,18 +23,8 @@ pub(crate) async fn inject(w: &mut WsWorld, fault: &str) -> StepResult {
             "not applicable on a real cluster: the fault {fault:?} exists only in the simulator"
         ));
     }
+    w.annotate_ws(SIM_FAULT, fault).await?;
     let new = w.ws()?.clone();
-    let uid = w.ws_uid()?;
-    ws::annotate(
-        &w.ctx.client,
-        &new.namespace,
-        &new.name,
-        &uid,
-        SIM_FAULT,
-        fault,
-    )
-    .await
-    .map_err(|e| e.to_string())?;
     w.log
         .push(format!("simulator fault {fault} on Workspace {}", new.name));
     Ok(())

@@ -8,8 +8,8 @@ use kube::api::{Api, DeleteParams, Preconditions};
 use crate::bdd::world::{StepResult, WsWorld};
 use crate::platform::crd::{PodSnapshot, Workspace};
 use crate::platform::snapshot_storage::{self as storage, STUCK_HINT};
+use crate::platform::snapshots;
 use crate::platform::wait;
-use crate::platform::{snapshots, workspace as ws};
 use crate::report::{LeftSnapshot, SnapshotsLeft};
 
 /// The simulator's Workspace annotation that shortens the add-on's `lastAccessTimeout`
@@ -81,18 +81,8 @@ async fn short_retention(w: &mut WsWorld, timeout: String) -> StepResult {
              only the simulator lets a scenario shorten it (to {timeout:?})"
         ));
     }
+    w.annotate_ws(SIM_LAST_ACCESS_TIMEOUT, &timeout).await?;
     let new = w.ws()?.clone();
-    let uid = w.ws_uid()?;
-    ws::annotate(
-        &w.ctx.client,
-        &new.namespace,
-        &new.name,
-        &uid,
-        SIM_LAST_ACCESS_TIMEOUT,
-        &timeout,
-    )
-    .await
-    .map_err(|e| e.to_string())?;
     w.log.push(format!(
         "simulator: the snapshot policy of Workspace {} expires snapshots {timeout} after their last access",
         new.name
