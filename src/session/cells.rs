@@ -74,11 +74,13 @@ pub enum Cell {
     RecoverCheckpoint,
     /// Stay busy for a while, printing progress (idle.feature).
     BusyProgress,
+    /// Make every later cell of the kernel slower by a set time (timing scenarios).
+    SlowCells,
 }
 
 impl Cell {
     /// Every cell.
-    pub const ALL: [Cell; 8] = [
+    pub const ALL: [Cell; 9] = [
         Cell::LoadModel,
         Cell::StoreMarker,
         Cell::WriteFiles,
@@ -87,6 +89,7 @@ impl Cell {
         Cell::ScanDisk,
         Cell::RecoverCheckpoint,
         Cell::BusyProgress,
+        Cell::SlowCells,
     ];
 
     /// The template's file stem and the name used in messages.
@@ -100,6 +103,7 @@ impl Cell {
             Cell::ScanDisk => "scan_disk",
             Cell::RecoverCheckpoint => "recover_checkpoint",
             Cell::BusyProgress => "busy_progress",
+            Cell::SlowCells => "slow_cells",
         }
     }
 }
@@ -143,6 +147,7 @@ pub fn template(model: Model, cell: Cell) -> CellTemplate {
         (Cell::CheckMarker, _) => cell_file!("common", "check_marker.py"),
         (Cell::ScanDisk, _) => cell_file!("common", "scan_disk.py"),
         (Cell::BusyProgress, _) => cell_file!("common", "busy_progress.py"),
+        (Cell::SlowCells, _) => cell_file!("common", "slow_cells.py"),
         (Cell::LoadModel, Model::SimTiny) => cell_file!("sim-tiny", "load_model.py"),
         (Cell::WriteFiles, Model::SimTiny) => cell_file!("sim-tiny", "write_files.py"),
         (Cell::UseModel, Model::SimTiny) => cell_file!("sim-tiny", "use_model.py"),

@@ -39,7 +39,9 @@ pub use marker::{Nonce, SealedNonce};
 pub use matcher::{CellException, ExecuteOutcome, ExecuteStatus};
 pub use models::{KernelModel, ServerStatus, SessionModel};
 pub use probe::{ProbeArgs, ProbeCommand, ProbeError};
-pub use protocol::{Budgets, MarkerPlan, Stamps, collect_evidence, collect_evidence_stamped, mark};
+pub use protocol::{
+    Budgets, MarkerPlan, Stamps, collect_evidence, collect_evidence_stamped, mark, slow_every_cell,
+};
 
 pub use crate::verdict::evidence::{
     DiskScan, Evidence, FileState, KernelEvidence, MarkerObservation, ModelEvidence, Phase,

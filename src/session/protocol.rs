@@ -334,6 +334,24 @@ pub async fn busy_cell(
     decode(Cell::BusyProgress, result?)
 }
 
+/// Makes every later cell of the kernel `delay` longer (the `slow_cells` template: an IPython
+/// input transformer that sleeps, kept in the kernel process only). Timing scenarios use it
+/// to show that the phases after a resume are as far apart as the cells behind them.
+pub async fn slow_every_cell(
+    client: &JupyterClient,
+    kernel_id: &str,
+    delay: Duration,
+    budgets: &Budgets,
+) -> Result<(), SessionError> {
+    let mut ch = KernelChannel::connect_within(client, kernel_id, &budgets.connect).await?;
+    let mut values = CellValues::new();
+    values.insert("seconds".into(), serde_json::json!(delay.as_secs_f64()));
+    let options = opts(&budgets.cell, Cell::SlowCells).no_history();
+    let result = run_cell(&mut ch, Model::SimTiny, Cell::SlowCells, &values, options).await;
+    ch.close().await;
+    result.map(|_| ())
+}
+
 async fn execute_ok(
     ch: &mut KernelChannel,
     model: Model,

@@ -326,19 +326,14 @@ async fn a_next_cell_that_takes_300_ms_is_timed_300_ms_after_the_kernel_answered
         let server = Server::start().await;
         let state = mark(&server).await;
         let client = server.client();
-        let mut ch = KernelChannel::connect(&client, &state.kernel_id)
-            .await
-            .unwrap();
-        let slow = "import time\n\
-                    def _wsgate_test_slow(lines):\n    time.sleep(0.3)\n    return lines\n\
-                    get_ipython().input_transformers_post.append(_wsgate_test_slow)";
-        let options = ExecuteOptions::new(Duration::from_secs(60)).no_history();
-        ch.execute(slow, &options)
-            .await
-            .unwrap()
-            .into_ok("slow")
-            .unwrap();
-        ch.close().await;
+        wsgate::session::slow_every_cell(
+            &client,
+            &state.kernel_id,
+            Duration::from_millis(300),
+            &Budgets::default(),
+        )
+        .await
+        .unwrap();
 
         let nonce = state.nonce.unseal().unwrap();
         let (after, stamps) = wsgate::session::collect_evidence_stamped(

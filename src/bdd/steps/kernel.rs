@@ -60,6 +60,22 @@ async fn mark(w: &mut WsWorld) -> StepResult {
     Ok(())
 }
 
+/// Makes every later cell of the kernel `ms` longer. The delay lives in the kernel process
+/// only (an input transformer): a restored process keeps it, a fresh one does not.
+#[given(expr = "every cell the kernel runs takes {int} ms longer")]
+async fn slow_cells(w: &mut WsWorld, ms: u64) -> StepResult {
+    require_kernels(w)?;
+    let kernel = w
+        .kernel_id
+        .clone()
+        .ok_or("no kernel yet: add the step that loads the model and stores the marker first")?;
+    let budgets = budgets(w)?;
+    let jc = jupyter(w).await?;
+    crate::session::slow_every_cell(&jc, &kernel, std::time::Duration::from_millis(ms), &budgets)
+        .await
+        .map_err(|e| e.to_string())
+}
+
 /// Collects the evidence after the resume (once) and decides the verdict.
 async fn decide(w: &mut WsWorld) -> StepResult {
     if w.verdict.is_some() {
@@ -267,6 +283,38 @@ async fn phases_recorded(w: &mut WsWorld) -> StepResult {
         );
     }
     Ok(())
+}
+
+/// The report's phases are as far apart as the cells behind them: the first cell after the
+/// resume completes at least `ms` after the kernel answered, when every cell takes `ms`
+/// longer. Stamped at one instant after all the evidence was in, they would be equal.
+#[then(expr = "the next cell completes at least {int} ms after the kernel answered")]
+async fn next_cell_spacing(w: &mut WsWorld, ms: u64) -> StepResult {
+    decide(w).await?;
+    let phases = w.timeline.phases();
+    let get = |n: &str| phases.iter().find(|p| p.name == n).map(|p| p.duration);
+    let (Some(kernel), Some(cell)) = (get("resume_to_kernel"), get("resume_to_next_cell")) else {
+        return Err(format!(
+            "resume_to_kernel and resume_to_next_cell must both be recorded; phases: {:?}",
+            phases.iter().map(|p| p.name.as_str()).collect::<Vec<_>>()
+        ));
+    };
+    let kernel_ms = kernel.as_secs_f64() * 1000.0;
+    let cell_ms = cell.as_secs_f64() * 1000.0;
+    println!(
+        "    resume to kernel {kernel_ms:.1} ms; resume to next cell {cell_ms:.1} ms ({:.1} ms apart)",
+        cell_ms - kernel_ms
+    );
+    if cell_ms - kernel_ms >= ms as f64 {
+        Ok(())
+    } else {
+        Err(format!(
+            "resume_to_next_cell ({cell_ms:.1} ms) is only {:.1} ms after resume_to_kernel \
+             ({kernel_ms:.1} ms), though every cell takes {ms} ms longer: the phases are not \
+             stamped where they happen",
+            cell_ms - kernel_ms
+        ))
+    }
 }
 
 #[then(expr = "the recovery time is recorded beside the restore time")]
