@@ -34,9 +34,11 @@ pub struct RetryPolicy {
     /// The longest single wait. A `Retry-After` above it ends the retries.
     pub max_backoff: Duration,
     /// How long one attempt may wait for the server's answer (connection and response
-    /// head; a watch's stream, once its head arrived, is not cut). A server that accepts
+    /// head), and how long the body of an answer may then pause between two pieces (a
+    /// watch's stream, once its head arrived, is not cut by it). A server that accepts
     /// connections and never answers ends the request, unretried, with
-    /// [`RetryError::NoAnswer`].
+    /// [`RetryError::NoAnswer`]; one that stops sending a body midway, with
+    /// [`RetryError::Stalled`].
     pub response_timeout: Duration,
 }
 
@@ -115,6 +117,15 @@ pub enum RetryError {
          it accepts connections but does not respond; check that the URL is the API server's"
     )]
     NoAnswer {
+        method: Method,
+        path: String,
+        after: Duration,
+    },
+    #[error(
+        "{method} {path}: the API server started its answer and then sent nothing for \
+         {after:?} (api.response_timeout); the connection or the server is stuck"
+    )]
+    Stalled {
         method: Method,
         path: String,
         after: Duration,
@@ -246,9 +257,9 @@ where
     S::Error: Into<BoxError> + Send + Sync,
     B: Send + 'static,
 {
-    type Response = Response<B>;
+    type Response = Response<Paced<B>>;
     type Error = BoxError;
-    type Future = Pin<Box<dyn Future<Output = Result<Response<B>, BoxError>> + Send>>;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Paced<B>>, BoxError>> + Send>>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
         // Each attempt waits for the buffer's readiness itself.
@@ -257,10 +268,110 @@ where
 
     fn call(&mut self, req: Request<Body>) -> Self::Future {
         let span = tracing::info_span!(super::wait::SPAN, on = "api");
+        let pace = (!is_watch(&req)).then(|| Pace {
+            method: req.method().clone(),
+            path: req.uri().path().to_string(),
+            within: self.policy.response_timeout,
+        });
+        let inner = self.inner.clone();
+        let policy = self.policy;
         Box::pin(tracing::Instrument::instrument(
-            send(self.inner.clone(), self.policy, req),
+            async move {
+                let resp = send(inner, policy, req).await?;
+                Ok(resp.map(|body| Paced::new(body, pace)))
+            },
             span,
         ))
+    }
+}
+
+/// Whether `req` opens a watch (`?watch=true`), whose stream may rightly stay silent for
+/// minutes: its pauses are bounded by kube's read timeout (295 s, past the server's own
+/// 290 s watch timeout), not by [`RetryPolicy::response_timeout`].
+fn is_watch(req: &Request<Body>) -> bool {
+    req.uri().query().is_some_and(|q| {
+        form_urlencoded::parse(q.as_bytes()).any(|(k, v)| k == "watch" && (v == "true" || v == "1"))
+    })
+}
+
+/// How long a response body may pause between two pieces, and the request it answers.
+struct Pace {
+    method: Method,
+    path: String,
+    within: Duration,
+}
+
+/// A response body that fails with [`RetryError::Stalled`] when the server stops sending it
+/// for longer than `api.response_timeout` (the head arrived, the rest never does). Without
+/// it a stalled body would hold a command for kube's read timeout, 295 s. Hand-written
+/// rather than tower-http's `TimeoutBody` so that the error names the request and the
+/// setting that bounds it.
+pub struct Paced<B> {
+    body: Pin<Box<B>>,
+    pace: Option<(Pace, Pin<Box<tokio::time::Sleep>>)>,
+}
+
+impl<B> Paced<B> {
+    fn new(body: B, pace: Option<Pace>) -> Self {
+        Paced {
+            body: Box::pin(body),
+            pace: pace.map(|p| {
+                let sleep = Box::pin(tokio::time::sleep(p.within));
+                (p, sleep)
+            }),
+        }
+    }
+}
+
+impl<B> http_body::Body for Paced<B>
+where
+    B: http_body::Body,
+    B::Error: Into<BoxError>,
+{
+    type Data = B::Data;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<B::Data>, BoxError>>> {
+        let this = &mut *self;
+        match this.body.as_mut().poll_frame(cx) {
+            Poll::Ready(frame) => {
+                if let Some((pace, sleep)) = &mut this.pace {
+                    sleep
+                        .as_mut()
+                        .reset(tokio::time::Instant::now() + pace.within);
+                }
+                Poll::Ready(frame.map(|f| f.map_err(Into::into)))
+            }
+            Poll::Pending => {
+                let Some((_, sleep)) = &mut this.pace else {
+                    return Poll::Pending;
+                };
+                if sleep.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                // Once: a body that failed is not polled on.
+                let Some((pace, _)) = this.pace.take() else {
+                    return Poll::Pending;
+                };
+                let err = RetryError::Stalled {
+                    method: pace.method,
+                    path: pace.path,
+                    after: pace.within,
+                };
+                Poll::Ready(Some(Err(err.into())))
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
     }
 }
 

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Error as KubeError, ResourceExt};
@@ -485,4 +486,72 @@ async fn a_wait_ends_at_once_on_a_refused_watch_and_names_the_last_transient_err
         "{text}"
     );
     assert!(text.contains("429") || text.contains("500"), "{text}");
+}
+
+/// A server that sends the head of every answer and the first piece of its body, then
+/// nothing more, holding the connection open.
+async fn stalling() -> String {
+    wsgate::install_crypto_provider();
+    let app = axum::Router::new().fallback(|| async {
+        let first: Result<bytes::Bytes, std::io::Error> = Ok(bytes::Bytes::from_static(
+            b"{\"apiVersion\": \"v1\", \"kind\": \"Namespace\", ",
+        ));
+        let body = futures::stream::once(async move { first }).chain(futures::stream::pending());
+        let mut r = axum::body::Body::from_stream(body).into_response();
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        r
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    url
+}
+
+/// The source chain of an error, joined, so a test can look for words anywhere in it.
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        cur = s.source();
+    }
+    out
+}
+
+/// An answer whose body stops midway ends within `api.response_timeout` with an error that
+/// says so (not after kube's 295 s read timeout); a watch's stream on the same server is not
+/// cut by it, since a watch may rightly stay silent for minutes.
+#[tokio::test]
+async fn a_body_that_stops_midway_ends_within_the_response_timeout_but_a_watch_does_not() {
+    let url = stalling().await;
+    let mut p = policy(1);
+    p.response_timeout = Duration::from_secs(1);
+    let api = namespaces(&url, p);
+    let started = Instant::now();
+    let err = tokio::time::timeout(Duration::from_secs(30), api.get("default"))
+        .await
+        .expect("the stalled body must end the request")
+        .unwrap_err();
+    let text = chain(&err);
+    assert!(
+        text.contains("sent nothing for 1s") && text.contains("api.response_timeout"),
+        "{text}"
+    );
+    eprintln!("stalled body ended after {:?}: {text}", started.elapsed());
+
+    let watch = api
+        .watch(&kube::api::WatchParams::default(), "0")
+        .await
+        .unwrap();
+    let mut watch = std::pin::pin!(watch);
+    assert!(
+        tokio::time::timeout(Duration::from_secs(3), watch.next())
+            .await
+            .is_err(),
+        "a watch stream that pauses 3 s (above the 1 s response timeout) must stay open"
+    );
 }
