@@ -465,6 +465,28 @@ fn a_closed_pipe_a_full_disk_and_non_utf8_variables_are_not_panics() {
         "{out}"
     );
     assert!(!out.contains("panicked"), "{out}");
+    // The readers of a report too: `report`, `report --compare` and `cost` piped into a
+    // reader that stops at once (`true`, as `head -1` would after one line).
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report.json");
+    let json = wsgate::report::json::to_json(&crate::report::fixture::run_a()).unwrap();
+    std::fs::write(&report, json).unwrap();
+    let r = report.display();
+    for args in [
+        format!("report '{r}'"),
+        format!("report --compare '{r}' '{r}'"),
+        format!("cost '{r}'"),
+    ] {
+        let o = bash(&format!(
+            "'{bin}' {args} | true; echo \"code=${{PIPESTATUS[0]}}\""
+        ));
+        let out = text(&o);
+        assert!(
+            out.contains(&format!("code={}", wsgate::exit_code::PIPE_CLOSED)),
+            "{args}: {out}"
+        );
+        assert!(!out.contains("panicked"), "{args}: {out}");
+    }
     let o = bash(&format!("'{bin}' run --dry-run > /dev/full"));
     assert_eq!(
         o.status.code(),

@@ -292,11 +292,37 @@ async fn prepare_and_verify_in_separate_processes() {
     );
     assert!(!out.contains("PASS"), "{out}");
 
-    // 5. Verify again from the same (now spent) state: the workspace is gone, say so.
+    // 5. Verify again from the same (now spent) state, its ledger naming someone else's
+    //    Secret (with that Secret's own uid) and the test namespace itself: the workspace
+    //    is gone, say so, and delete nothing of theirs on the way out.
+    let pp = kube::api::PostParams::default();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
+    let theirs = secrets
+        .create(
+            &pp,
+            &serde_json::from_value(json!({"metadata": {"name": "theirs-too"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let state_path = dir.path().join("gate.json");
+    let mut spent: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&state_path).unwrap()).unwrap();
+    let entries = spent["ledger"]["entries"].as_array_mut().unwrap();
+    entries.push(
+        json!({"group": "", "version": "v1", "kind": "Secret", "plural": "secrets",
+                        "namespace": NS, "name": "theirs-too", "uid": theirs.metadata.uid}),
+    );
+    entries.push(json!({"group": "", "version": "v1", "kind": "Namespace",
+                        "plural": "namespaces", "namespace": null, "name": NS, "uid": null}));
+    std::fs::write(&state_path, serde_json::to_string(&spent).unwrap()).unwrap();
     let o = gate(&kubeconfig, dir.path(), "verify", &[]).await;
     let out = text(&o);
     assert_eq!(o.status.code(), Some(wsgate::exit_code::TARGET), "{out}");
     assert!(out.contains("from the state file is gone"), "{out}");
+    let after = secrets.get("theirs-too").await.unwrap();
+    assert_eq!(after.metadata.uid, theirs.metadata.uid, "{out}");
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    assert!(namespaces.get_opt(NS).await.unwrap().is_some(), "{out}");
 }
 
 #[tokio::test]

@@ -6,7 +6,7 @@
 //! `WSGATE_BLESS=1 cargo test --test integration report::` rewrites the golden and fixture
 //! files from the example runs; review the diff before committing it.
 
-mod fixture;
+pub(crate) mod fixture;
 mod schema;
 
 use crate::common::{text, wsgate};
