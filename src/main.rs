@@ -44,10 +44,8 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e}");
-            let mut source = std::error::Error::source(&e);
-            while let Some(s) = source {
-                eprintln!("  caused by: {s}");
-                source = s.source();
+            for cause in wsgate::output::causes(&e) {
+                eprintln!("  caused by: {cause}");
             }
             e.exit_code()
         }

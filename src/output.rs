@@ -113,3 +113,52 @@ mod tests {
         assert_eq!(classify("Broken pipe"), None);
     }
 }
+
+/// The causes under an error, each said once and in words: kube repeats the API's message
+/// in its own text and then prints the whole `Status` struct, so an API refusal is said as
+/// its message with the HTTP code and reason, and a cause whose words are already said by
+/// the error above it is left out.
+pub fn causes(e: &(dyn std::error::Error + 'static)) -> Vec<String> {
+    let mut said = e.to_string();
+    let mut out: Vec<String> = Vec::new();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let text = match s.downcast_ref::<kube::Error>() {
+            Some(kube::Error::Api(st)) => {
+                format!("{} (HTTP {} {})", st.message, st.code, st.reason)
+            }
+            _ => s.to_string(),
+        };
+        if !said.contains(&text) {
+            said.push('\n');
+            said.push_str(&text);
+            out.push(text);
+        }
+        cur = s.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod causes_tests {
+    use super::causes;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot create the squeeze quota")]
+    struct Outer(#[source] kube::Error);
+
+    #[test]
+    fn an_api_refusal_is_said_once_in_words() {
+        let status = kube::core::Status {
+            message: "ResourceQuota q already exists and is not this run's".into(),
+            reason: "AlreadyExists".into(),
+            code: 409,
+            ..Default::default()
+        };
+        let e = Outer(kube::Error::Api(Box::new(status)));
+        assert_eq!(
+            causes(&e),
+            ["ResourceQuota q already exists and is not this run's (HTTP 409 AlreadyExists)"]
+        );
+    }
+}

@@ -174,7 +174,7 @@ pub async fn drill(args: DrillArgs) -> Result<i32, CommandError> {
     }
     for r in &results {
         if let CleanupOutcome::Refused(why) = &r.outcome {
-            eprintln!("left alone: {why}");
+            eprintln!("{why}");
         }
     }
     if let Some(sim) = sim {
@@ -186,10 +186,8 @@ pub async fn drill(args: DrillArgs) -> Result<i32, CommandError> {
     let report = outcome.map_err(|e| {
         // The whole chain: the cause (a 409 naming whose object it is) is what to act on.
         let mut text = e.to_string();
-        let mut source = std::error::Error::source(&e);
-        while let Some(s) = source {
-            text.push_str(&format!(": {s}"));
-            source = s.source();
+        for cause in crate::output::causes(&e) {
+            text.push_str(&format!(": {cause}"));
         }
         CommandError::Usage(text)
     });

@@ -252,28 +252,36 @@ async fn a_drill_next_to_a_foreign_quota_or_token_touches_neither() {
     let client = sim.client().await.unwrap();
     let pp = PostParams::default();
 
-    // Someone's quota of the squeeze's name: the drill stops, names it, deletes nothing.
+    // A quota of the squeeze's name that is someone else's, or another wsgate run's (a
+    // drill running beside this one, or one that crashed and left its squeeze): the drill
+    // stops, names it, and deletes nothing.
     let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), NS);
-    let quota: ResourceQuota = serde_json::from_value(json!({
-        "metadata": {"name": "wsgate-gpu-squeeze"},
-        "spec": {"hard": {"requests.nvidia.com/gpu": "5"}}
-    }))
-    .unwrap();
-    let quota = quotas.create(&pp, &quota).await.unwrap();
-    let o = cluster_drill(kc.clone()).await;
-    let out = text(&o);
-    assert_ne!(o.status.code(), Some(0), "{out}");
-    assert!(
-        out.contains("ResourceQuota wsgate-gpu-squeeze already exists and is not this run's"),
-        "{out}"
-    );
-    let after = quotas.get("wsgate-gpu-squeeze").await.unwrap();
-    assert_eq!(after.metadata.uid, quota.metadata.uid, "{out}");
-    assert_eq!(after.spec, quota.spec);
-    quotas
-        .delete("wsgate-gpu-squeeze", &Default::default())
-        .await
+    for labels in [json!({}), ours("r-another-drill")] {
+        let quota: ResourceQuota = serde_json::from_value(json!({
+            "metadata": {"name": "wsgate-gpu-squeeze", "labels": labels},
+            "spec": {"hard": {"requests.nvidia.com/gpu": "5"}}
+        }))
         .unwrap();
+        let quota = quotas.create(&pp, &quota).await.unwrap();
+        let o = cluster_drill(kc.clone()).await;
+        let out = text(&o);
+        assert_eq!(
+            o.status.code(),
+            Some(wsgate::exit_code::FAILED),
+            "{labels}: {out}"
+        );
+        assert!(
+            out.contains("ResourceQuota wsgate-gpu-squeeze already exists and is not this run's"),
+            "{labels}: {out}"
+        );
+        let after = quotas.get("wsgate-gpu-squeeze").await.unwrap();
+        assert_eq!(after.metadata.uid, quota.metadata.uid, "{labels}: {out}");
+        assert_eq!(after.spec, quota.spec);
+        quotas
+            .delete("wsgate-gpu-squeeze", &Default::default())
+            .await
+            .unwrap();
+    }
 
     // Someone's token Secret: never overwritten.
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
