@@ -123,18 +123,20 @@ pub fn causes(e: &(dyn std::error::Error + 'static)) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut cur = e.source();
     while let Some(s) = cur {
-        let text = match s.downcast_ref::<kube::Error>() {
-            Some(kube::Error::Api(st)) => {
-                format!("{} (HTTP {} {})", st.message, st.code, st.reason)
-            }
-            _ => s.to_string(),
+        let (text, next) = match s.downcast_ref::<kube::Error>() {
+            // The Status under it says the same again ("message: reason"): skip it.
+            Some(kube::Error::Api(st)) => (
+                format!("{} (HTTP {} {})", st.message, st.code, st.reason),
+                s.source().and_then(|status| status.source()),
+            ),
+            _ => (s.to_string(), s.source()),
         };
         if !said.contains(&text) {
             said.push('\n');
             said.push_str(&text);
             out.push(text);
         }
-        cur = s.source();
+        cur = next;
     }
     out
 }
