@@ -63,13 +63,34 @@ pub fn nodes(profile: &SimProfile) -> Vec<Value> {
                     "capacity": capacity,
                     "allocatable": capacity,
                     "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"}],
-                    "nodeInfo": {"kubeletVersion": "v1.35.7-gke.1000", "containerRuntimeVersion": "containerd://2.0.4", "osImage": "Container-Optimized OS from Google", "architecture": "amd64", "operatingSystem": "linux"},
+                    // Every field of NodeSystemInfo: none is omitempty, so a real API server
+                    // always writes all ten ("" where the kubelet sets none, as v1.31+
+                    // kubelets do for kubeProxyVersion), and clients' models require them.
+                    "nodeInfo": {
+                        "machineID": node_id(&name, "machine"),
+                        "systemUUID": node_id(&name, "system"),
+                        "bootID": node_id(&name, "boot"),
+                        "kernelVersion": "6.6.87+",
+                        "osImage": "Container-Optimized OS from Google",
+                        "containerRuntimeVersion": "containerd://2.0.4",
+                        "kubeletVersion": "v1.35.7-gke.1000",
+                        "kubeProxyVersion": "",
+                        "operatingSystem": "linux",
+                        "architecture": "amd64",
+                    },
                     "addresses": [{"type": "InternalIP", "address": "10.128.0.2"}, {"type": "Hostname", "address": name}],
                 },
             }));
         }
     }
     out
+}
+
+/// A stable identifier for one of a node's ids, derived from its name (32 hex digits, as
+/// machine ids are).
+fn node_id(node: &str, which: &str) -> String {
+    use sha2::Digest as _;
+    hex::encode(&sha2::Sha256::digest(format!("{which}:{node}"))[..16])
 }
 
 /// A spawner label list (`[{key, value}]`) from pairs.

@@ -1,4 +1,5 @@
 //! The official Python `kubernetes` client (37.0.2) against a running simulator over HTTPS:
+//! every list the simulator serves parsed by the typed models;
 //! custom-object list and watch of Workspaces, typed lists and a typed pod watch, and the
 //! generated kubeconfig. The Python side is `tests/integration/py/k8s_client_check.py`.
 //!
@@ -247,6 +248,232 @@ async fn python_client_lists_and_watches_workspaces_and_lists_pods() {
             .get("created-by")
             .map(String::as_str),
         Some("python-client")
+    );
+    sim.shutdown().await;
+}
+
+/// Creates `obj` (a JSON object with apiVersion and kind) through kube-rs, as the kind the
+/// simulator serves under that name.
+async fn create_any(client: &kube::Client, obj: Value) {
+    let api_version = obj["apiVersion"].as_str().expect("apiVersion").to_owned();
+    let api_version = api_version.as_str();
+    let kind = obj["kind"].as_str().expect("kind").to_owned();
+    let kind = kind.as_str();
+    let info = wsgate::sim::kinds::KINDS
+        .iter()
+        .find(|k| k.api_version() == api_version && k.kind == kind)
+        .unwrap_or_else(|| panic!("the simulator serves no {api_version} {kind}"));
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(group, version, kind),
+        info.plural,
+    );
+    let api: Api<DynamicObject> = if info.namespaced {
+        Api::namespaced_with(client.clone(), NS, &ar)
+    } else {
+        Api::all_with(client.clone(), &ar)
+    };
+    let obj: DynamicObject = serde_json::from_value(obj).expect("a valid object");
+    api.create(&PostParams::default(), &obj)
+        .await
+        .unwrap_or_else(|e| panic!("kube-rs creates the {kind}: {e}"));
+}
+
+async fn wait_state(
+    api: &Api<wsgate::platform::crd::Workspace>,
+    name: &str,
+    state: wsgate::platform::crd::WorkspaceState,
+) {
+    use wsgate::platform::{wait, workspace as ws};
+    let mut w = wait::WaitFor::new(
+        format!("test:{state}"),
+        Duration::from_secs(60),
+        format!("be {state}"),
+    );
+    w.progress_every = None;
+    wait::until(api, name, &w, ws::describe, |o| ws::is_state(o, state))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// The official client parses every list the simulator serves, with objects in each that
+/// the simulated platform made itself (a Running and a Paused snapshot-enabled GPU
+/// Workspace: their pods, StatefulSets, Services, PodSnapshot, trigger, policy, the
+/// add-on's ConfigMap, Events) and one of every other kind. The client's typed models
+/// refuse an object that misses a required field or carries a wrongly typed one, which
+/// kube-rs (lenient where k8s-openapi has defaults) may accept: a check nobody here wrote.
+#[tokio::test]
+async fn python_client_parses_every_list_the_simulator_serves() {
+    use wsgate::platform::crd::{Workspace, WorkspaceState};
+    wsgate::install_crypto_provider();
+    let python = match tokio::task::spawn_blocking(python_with_client)
+        .await
+        .expect("venv task")
+    {
+        Ok(p) => p,
+        Err(why) => {
+            eprintln!("SKIPPED: Python kubernetes client unavailable ({why})");
+            return;
+        }
+    };
+    let sim = crate::common::start_platform(|_| {}).await;
+    let client = sim.client().await.expect("a kube client");
+
+    // Two snapshot-enabled GPU Workspaces: one Running, one paused to a Ready PodSnapshot.
+    let workspaces: Api<Workspace> = Api::namespaced(client.clone(), NS);
+    for name in ["py-running", "py-paused"] {
+        create_any(
+            &client,
+            json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                   "metadata": {"name": format!("{name}-home")},
+                   "spec": {"accessModes": ["ReadWriteOnce"],
+                            "resources": {"requests": {"storage": "1Gi"}}}}),
+        )
+        .await;
+        create_any(
+            &client,
+            json!({"apiVersion": "kubeflow.org/v1beta1", "kind": "Workspace",
+                   "metadata": {"name": name},
+                   "spec": {"paused": false, "kind": "jupyterlab-resumable", "podTemplate": {
+                       "volumes": {"home": format!("{name}-home")},
+                       "options": {"imageConfig": "jupyterlab-gpu", "podConfig": "gpu_t4_spot"}}}}),
+        )
+        .await;
+    }
+    for name in ["py-running", "py-paused"] {
+        wait_state(&workspaces, name, WorkspaceState::Running).await;
+    }
+    workspaces
+        .patch(
+            "py-paused",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"paused": true}})),
+        )
+        .await
+        .expect("pause");
+    wait_state(&workspaces, "py-paused", WorkspaceState::Paused).await;
+
+    // One of each kind the platform does not make, as a user or `kubectl apply` would.
+    let labels = json!({"app": "py-check"});
+    let pod_template = json!({"metadata": {"labels": labels},
+        "spec": {"restartPolicy": "Never",
+                 "containers": [{"name": "c", "image": "busybox:1.36",
+                                 "resources": {"limits": {"cpu": "100m", "memory": "64Mi"}}}]}});
+    for obj in [
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "py-secret"},
+               "type": "Opaque", "stringData": {"k": "v"}}),
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "py-sa"}}),
+        json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "py-running.1"},
+               "involvedObject": {"apiVersion": "kubeflow.org/v1beta1", "kind": "Workspace",
+                                  "name": "py-running", "namespace": NS},
+               "type": "Normal", "reason": "Checked", "message": "made by the test",
+               "source": {"component": "py-check"}}),
+        json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "py-quota"},
+               "spec": {"hard": {"requests.nvidia.com/gpu": "4"}}}),
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "py-deploy"},
+               "spec": {"replicas": 0, "selector": {"matchLabels": labels},
+                        "template": pod_template}}),
+        json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "py-job"},
+               "spec": {"suspend": true, "template": pod_template}}),
+        json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "py-cron"},
+               "spec": {"schedule": "0 3 * * *", "suspend": true,
+                        "jobTemplate": {"spec": {"template": pod_template}}}}),
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+               "metadata": {"name": "py-netpol"},
+               "spec": {"podSelector": {"matchLabels": labels}, "policyTypes": ["Ingress"]}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+               "metadata": {"name": "py-role"},
+               "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "py-rb"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "py-role"},
+               "subjects": [{"kind": "ServiceAccount", "name": "py-sa", "namespace": NS}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": "py-cr"},
+               "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": "py-crb"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "py-cr"},
+               "subjects": [{"kind": "ServiceAccount", "name": "py-sa", "namespace": NS}]}),
+    ] {
+        create_any(&client, obj).await;
+    }
+
+    let stored: Vec<_> = wsgate::sim::kinds::KINDS
+        .iter()
+        .filter(|k| k.stored())
+        .collect();
+    let kinds: Vec<Value> = stored
+        .iter()
+        .map(|k| {
+            json!({"group": k.group, "version": k.version, "kind": k.kind, "plural": k.plural,
+                   "namespaced": k.namespaced, "custom": k.custom})
+        })
+        .collect();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, sim.ca_pem()).expect("the CA is written");
+    let script = manifest_dir().join("tests/integration/py/k8s_client_check.py");
+    let run = tokio::process::Command::new(&python)
+        .arg(&script)
+        .env("WSGATE_HOST", sim.url())
+        .env("WSGATE_TOKEN", sim.token())
+        .env("WSGATE_CA", &ca)
+        .env("WSGATE_KINDS", Value::Array(kinds).to_string())
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(SCRIPT_BUDGET, run)
+        .await
+        .unwrap_or_else(|_| {
+            panic!("the Python client script ran past its {SCRIPT_BUDGET:?} budget")
+        })
+        .expect("the Python script starts");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the Python client failed ({}):\n{}\n{stdout}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value =
+        serde_json::from_str(stdout.trim()).expect("the script prints one JSON document");
+    let mut failures = Vec::new();
+    for k in &stored {
+        let key = if k.group.is_empty() {
+            k.plural.to_string()
+        } else {
+            format!("{}.{}", k.plural, k.group)
+        };
+        let got = &report[&key];
+        if let Some(err) = got["error"].as_str() {
+            failures.push(format!("{key}: {err}"));
+            continue;
+        }
+        // Typed lists are V1<Kind>List of V1<Kind>; custom ones <Kind>List of <Kind>.
+        let (list, item) = if k.custom {
+            (k.list_kind(), k.kind.to_string())
+        } else if k.kind == "Event" {
+            // The client names core/v1 Event apart from events.k8s.io's.
+            ("CoreV1EventList".into(), "CoreV1Event".into())
+        } else {
+            (format!("V1{}List", k.kind), format!("V1{}", k.kind))
+        };
+        if got["type"] != json!(list) {
+            failures.push(format!("{key}: listed as {}, not {list}", got["type"]));
+        }
+        if got["count"].as_u64().unwrap_or(0) == 0 {
+            failures.push(format!(
+                "{key}: no objects to parse (the test must make one)"
+            ));
+        } else if got["kinds"] != json!([item]) {
+            failures.push(format!("{key}: items are {}, not {item}", got["kinds"]));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "the official client could not parse every list:\n{}\n{report}",
+        failures.join("\n")
     );
     sim.shutdown().await;
 }

@@ -11,10 +11,16 @@ Run by tests/integration/python_client.rs. Input (environment):
 
 Output: one JSON document on stdout; the Rust test asserts on it. Any exception is a
 failure (non-zero exit, traceback on stderr), so strict model validation errors show.
+
+With WSGATE_KINDS set (a JSON list of {group, version, kind, plural, namespaced, custom},
+every kind the simulator stores), the script instead lists each kind across all namespaces
+with the client's typed API (custom kinds through CustomObjectsApi) and prints, per kind,
+the list's type and item count, or the error the client raised while parsing it.
 """
 
 import json
 import os
+import re
 import sys
 import threading
 
@@ -136,5 +142,52 @@ def main():
     sys.stdout.write("\n")
 
 
+# The typed API class of each built-in group.
+TYPED = {
+    "": "CoreV1Api",
+    "apps": "AppsV1Api",
+    "batch": "BatchV1Api",
+    "networking.k8s.io": "NetworkingV1Api",
+    "rbac.authorization.k8s.io": "RbacAuthorizationV1Api",
+}
+
+
+def snake(kind):
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", kind).lower()
+
+
+def every_list():
+    api = api_client()
+    out = {}
+    for k in json.loads(os.environ["WSGATE_KINDS"]):
+        key = f"{k['plural']}.{k['group']}" if k["group"] else k["plural"]
+        try:
+            if k["custom"]:
+                listed = client.CustomObjectsApi(api).list_cluster_custom_object(
+                    k["group"], k["version"], k["plural"]
+                )
+                out[key] = {
+                    "type": listed.get("kind"),
+                    "count": len(listed["items"]),
+                    "kinds": sorted({i.get("kind") for i in listed["items"]}),
+                }
+            else:
+                typed = getattr(client, TYPED[k["group"]])(api)
+                suffix = "_for_all_namespaces" if k["namespaced"] else ""
+                listed = getattr(typed, f"list_{snake(k['kind'])}{suffix}")()
+                out[key] = {
+                    "type": type(listed).__name__,
+                    "count": len(listed.items),
+                    "kinds": sorted({type(i).__name__ for i in listed.items}),
+                }
+        except Exception as e:  # each kind's failure is reported, the rest still listed
+            out[key] = {"error": f"{type(e).__name__}: {e}"[:2000]}
+    json.dump(out, sys.stdout)
+    sys.stdout.write("\n")
+
+
 if __name__ == "__main__":
-    main()
+    if os.environ.get("WSGATE_KINDS"):
+        every_list()
+    else:
+        main()
