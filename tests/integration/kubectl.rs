@@ -82,7 +82,7 @@ fn workspace(name: &str, paused: bool) -> Value {
             "kind": "jupyterlab",
             "podTemplate": {
                 "volumes": {},
-                "options": {"imageConfig": "jupyterlab_scipy_190", "podConfig": "tiny_cpu"},
+                "options": {"imageConfig": "jupyterlab-cpu", "podConfig": "tiny_cpu"},
             },
         },
     })
@@ -469,7 +469,7 @@ spec:
   podTemplate:
     volumes: {}
     options:
-      imageConfig: jupyterlab_scipy_190
+      imageConfig: jupyterlab-cpu
       podConfig: tiny_cpu
 "#;
 
@@ -485,7 +485,7 @@ spec:
   podTemplate:
     volumes: {{}}
     options:
-      imageConfig: jupyterlab_scipy_190
+      imageConfig: jupyterlab-cpu
       podConfig: tiny_cpu
 "#
     )

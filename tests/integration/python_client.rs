@@ -92,7 +92,7 @@ async fn seed(client: &kube::Client) {
         "kind": "Workspace",
         "metadata": {"name": "ws-a"},
         "spec": {"paused": false, "kind": "jupyterlab",
-                 "podTemplate": {"volumes": {}, "options": {"imageConfig": "jupyterlab_scipy_190",
+                 "podTemplate": {"volumes": {}, "options": {"imageConfig": "jupyterlab-cpu",
                                                             "podConfig": "tiny_cpu"}}}
     }))
     .expect("a Workspace");

@@ -50,7 +50,7 @@ def workspace(name):
             "kind": "jupyterlab",
             "podTemplate": {
                 "volumes": {},
-                "options": {"imageConfig": "jupyterlab_scipy_190", "podConfig": "tiny_cpu"},
+                "options": {"imageConfig": "jupyterlab-cpu", "podConfig": "tiny_cpu"},
             },
         },
     }
