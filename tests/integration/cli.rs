@@ -574,6 +574,13 @@ fn a_pod_restored_lag_of_17_s_leaves_the_verdict_restored() {
     ]);
     let out = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
+    // The servers are tokenless, as Kubeflow's images run them: said once, when the first
+    // one starts.
+    assert_eq!(
+        out.matches(wsgate::sim::pods::TOKENLESS_NOTICE).count(),
+        1,
+        "{out}"
+    );
     let report = std::fs::read_dir(dir.path())
         .unwrap()
         .flatten()
