@@ -10,6 +10,12 @@ use wsgate::exit_code;
 fn main() -> ExitCode {
     wsgate::install_crypto_provider();
     wsgate::output::install_panic_hook();
+    // Before clap reads WSGATE_LOG: its own message for a value that is not UTF-8 names no
+    // variable ("invalid UTF-8 was detected in one or more arguments").
+    if let Err(e) = wsgate::config::process_env() {
+        eprintln!("error: {e}");
+        return ExitCode::from(exit_code::USAGE as u8);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -478,3 +478,372 @@ mod fuzz {
         }
     }
 }
+
+/// Every object the simulator stores, as `Kind namespace/name` -> `uid rv N`: a change to
+/// any object, its removal or a new one shows as a difference.
+fn world(sim: &wsgate::sim::SimHandle) -> std::collections::BTreeMap<String, String> {
+    let mut all = std::collections::BTreeMap::new();
+    for kind in wsgate::sim::kinds::KINDS {
+        for o in sim.store().all(kind, None) {
+            let md = &o["metadata"];
+            let s = |k: &str| md[k].as_str().unwrap_or("").to_string();
+            all.insert(
+                format!("{} {}/{}", kind.kind, s("namespace"), s("name")),
+                format!("{} rv {}", s("uid"), s("resourceVersion")),
+            );
+        }
+    }
+    all
+}
+
+/// What changed between two [`world`]s, one line per object.
+fn changes(
+    before: &std::collections::BTreeMap<String, String>,
+    after: &std::collections::BTreeMap<String, String>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for (k, v) in before {
+        match after.get(k) {
+            None => out.push(format!("gone: {k}")),
+            Some(w) if w != v => out.push(format!("changed: {k} ({v} -> {w})")),
+            Some(_) => {}
+        }
+    }
+    for k in after.keys().filter(|k| !before.contains_key(*k)) {
+        out.push(format!("new: {k}"));
+    }
+    out
+}
+
+/// One bad input against a shared cluster: what it runs, with what, and what it must say.
+struct Case {
+    what: &'static str,
+    args: Vec<String>,
+    env: Vec<(String, std::ffi::OsString)>,
+    cwd: Option<std::path::PathBuf>,
+    code: i32,
+    says: &'static str,
+}
+
+/// The simulator as a shared cluster with other people's objects in it (a Secret and a
+/// ResourceQuota of the names wsgate uses, a Workspace, objects carrying wsgate's labels
+/// with an empty or another run's id, one in a namespace that is not opted in): each bad
+/// input ends with its documented code and message, and afterwards every object is
+/// exactly as it was (same uid, same resourceVersion), none is gone and none is new.
+#[tokio::test]
+async fn bad_input_against_a_shared_cluster_changes_nothing() {
+    use k8s_openapi::api::core::v1::{ResourceQuota, Secret};
+    use kube::api::{Api, PostParams};
+    use serde_json::json;
+    use std::os::unix::ffi::OsStringExt;
+    use wsgate::exit_code::{FAILED, TARGET, USAGE};
+    use wsgate::platform::crd::Workspace;
+
+    let sim = crate::common::start_platform(|_| {}).await;
+    let client = sim.client().await.unwrap();
+    let pp = PostParams::default();
+    let ns = "wsgate-test";
+    let ours = |run: &str| {
+        json!({"app.kubernetes.io/managed-by": "wsgate", "wsgate.dev/run-id": run,
+               "wsgate.dev/expires": "1"})
+    };
+    let secret = |name: &str, labels: serde_json::Value| -> Secret {
+        serde_json::from_value(json!({"metadata": {"name": name, "labels": labels},
+            "stringData": {"token": "theirs"}}))
+        .unwrap()
+    };
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    for (name, labels) in [
+        ("jupyter-token", json!({"team": "ml"})),
+        ("empty-run", ours("")),
+        ("another-run", ours("r-another")),
+    ] {
+        secrets.create(&pp, &secret(name, labels)).await.unwrap();
+    }
+    Api::<Secret>::namespaced(client.clone(), "default")
+        .create(&pp, &secret("outside", ours("r1")))
+        .await
+        .unwrap();
+    let quota: ResourceQuota = serde_json::from_value(json!({
+        "metadata": {"name": "wsgate-gpu-squeeze"},
+        "spec": {"hard": {"requests.nvidia.com/gpu": "5"}}
+    }))
+    .unwrap();
+    Api::<ResourceQuota>::namespaced(client.clone(), ns)
+        .create(&pp, &quota)
+        .await
+        .unwrap();
+    // Paused from the start: no pod, so nothing but a client's write changes it.
+    let theirs: Workspace = serde_json::from_value(json!({
+        "metadata": {"name": "theirs", "labels": {"team": "ml"}},
+        "spec": {"paused": true, "kind": "jupyterlab-resumable", "podTemplate": {
+            "volumes": {"home": "theirs-home"},
+            "options": {"imageConfig": "jupyterlab-cpu", "podConfig": "small_cpu"}}}
+    }))
+    .unwrap();
+    Api::<Workspace>::namespaced(client.clone(), ns)
+        .create(&pp, &theirs)
+        .await
+        .unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).display().to_string();
+    let kc = path("kc.yaml");
+    sim.write_kubeconfig(std::path::Path::new(&kc)).unwrap();
+    let wrong_token = path("wrong-token.yaml");
+    let kc_text = std::fs::read_to_string(&kc).unwrap();
+    let token = sim.token().to_string();
+    assert!(kc_text.contains(&token), "the kubeconfig carries the token");
+    std::fs::write(&wrong_token, kc_text.replace(&token, "not-the-token")).unwrap();
+    let closed = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let unreachable = path("unreachable.yaml");
+    std::fs::write(
+        &unreachable,
+        kc_text.replace(&sim.url(), &format!("https://127.0.0.1:{closed}")),
+    )
+    .unwrap();
+    let features = dir.path().join("bad-features");
+    std::fs::create_dir_all(features.join("features")).unwrap();
+    std::fs::write(
+        features.join("features/bad.feature"),
+        "Feature: bad\n  Scenario: s\n    Given a step nobody defined\n  }}}{{{\n",
+    )
+    .unwrap();
+    let profile = path("profile.toml");
+    std::fs::write(&profile, "[workspace]\nno_such_key = 1\n").unwrap();
+    let state = path("state.json");
+    std::fs::write(
+        &state,
+        json!({"ledger": {"entries": [{"group": "", "version": "v1", "kind": "Secret",
+            "plural": "secrets", "namespace": ns, "name": "jupyter-token", "uid": null}]}})
+        .to_string(),
+    )
+    .unwrap();
+    let reports = format!("reports.dir={}", path("reports"));
+
+    let cluster = |args: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let at = if v[0] == "gate" { 2 } else { 1 };
+        v.splice(
+            at..at,
+            ["--target", "cluster", "--kubeconfig", &kc]
+                .iter()
+                .map(|s| s.to_string()),
+        );
+        v
+    };
+    let case = |what, args: Vec<String>, code, says| Case {
+        what,
+        args,
+        env: Vec::new(),
+        cwd: None,
+        code,
+        says,
+    };
+    let huge = "a".repeat(70_000);
+    let mut cases = vec![
+        case(
+            "an unknown config key",
+            cluster(&["run", "--set", "nope.key=1"]),
+            USAGE,
+            "unknown key `nope.key`",
+        ),
+        case(
+            "a profile with a key that does not exist",
+            cluster(&["run", "--profile", &profile]),
+            USAGE,
+            "no_such_key",
+        ),
+        case(
+            "a value of 70,000 characters",
+            cluster(&["run", "--set", &format!("run.tags={huge}")]),
+            USAGE,
+            "not a tag expression",
+        ),
+        case(
+            "a namespace without the opt-in label (run)",
+            cluster(&["run", "-n", "default", "--set", &reports]),
+            TARGET,
+            "is not opted in",
+        ),
+        case(
+            "a namespace without the opt-in label (janitor)",
+            cluster(&["janitor", "-n", "default"]),
+            TARGET,
+            "is not opted in",
+        ),
+        case(
+            "an empty janitor run id",
+            cluster(&["janitor", "--run-id", ""]),
+            USAGE,
+            "a run id cannot be empty",
+        ),
+        case(
+            "a blank janitor run id",
+            cluster(&["janitor", "--run-id", " "]),
+            USAGE,
+            "is not a valid run id",
+        ),
+        case(
+            "a janitor run id that is a selector",
+            cluster(&["janitor", "--run-id", "r1,team=ml"]),
+            USAGE,
+            "is not a valid run id",
+        ),
+        case(
+            "a drill of 99,999,999,999 workspaces",
+            cluster(&["drill", "--workspaces", "99999999999", "--gpus", "1"]),
+            USAGE,
+            "above the most one drill takes",
+        ),
+        case(
+            "a drill of 1,000,000 workspaces",
+            cluster(&["drill", "--workspaces", "1000000", "--gpus", "1"]),
+            USAGE,
+            "above the most one drill takes",
+        ),
+        case(
+            "negative GPUs",
+            cluster(&["drill", "--gpus", "-1"]),
+            USAGE,
+            "-1 is not in",
+        ),
+        case(
+            "a drill next to someone else's token Secret and squeeze quota",
+            cluster(&[
+                "drill",
+                "-n",
+                ns,
+                "--workspaces",
+                "2",
+                "--gpus",
+                "1",
+                "--sample",
+                "0",
+                "--set",
+                &reports,
+            ]),
+            FAILED,
+            "Secret wsgate-test/jupyter-token is not wsgate's to touch",
+        ),
+        case(
+            "an expiry past the calendar",
+            cluster(&[
+                "gate",
+                "prepare",
+                "--state",
+                &path("never.json"),
+                "--expires-in-hours",
+                "4294967295",
+            ]),
+            USAGE,
+            "is not in 1..=8760",
+        ),
+        case(
+            "a state file that is not one, its ledger naming someone's Secret",
+            cluster(&["gate", "verify", "--state", &state]),
+            USAGE,
+            "is not a wsgate gate state",
+        ),
+        case(
+            "a context the kubeconfig lacks",
+            cluster(&["status", "--context", "nope"]),
+            TARGET,
+            "no context named \"nope\"",
+        ),
+        case(
+            "a wrong token",
+            vec![
+                "status".into(),
+                "--target".into(),
+                "cluster".into(),
+                "--kubeconfig".into(),
+                wrong_token.clone(),
+            ],
+            TARGET,
+            "refused the credentials (401)",
+        ),
+        case(
+            "an unreachable cluster",
+            vec![
+                "janitor".into(),
+                "--target".into(),
+                "cluster".into(),
+                "--kubeconfig".into(),
+                unreachable.clone(),
+            ],
+            TARGET,
+            "127.0.0.1",
+        ),
+    ];
+    let mut features_case = case(
+        "a malformed feature file with an unknown step",
+        cluster(&["run", "--set", &reports]),
+        USAGE,
+        "features/bad.feature",
+    );
+    features_case.cwd = Some(features);
+    cases.push(features_case);
+    let mut env_case = case(
+        "a WSGATE_ variable that is not UTF-8",
+        cluster(&["janitor"]),
+        USAGE,
+        "WSGATE_LOG",
+    );
+    env_case.env = vec![(
+        "WSGATE_LOG".into(),
+        std::ffi::OsString::from_vec(vec![0xff, 0xfe]),
+    )];
+    cases.push(env_case);
+
+    // The platform's controllers answer the objects above (the Workspace gets its
+    // StatefulSet, Service and policy): the picture is taken once they are done.
+    let mut before = world(&sim);
+    let settle = std::time::Instant::now();
+    loop {
+        tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+        let now = world(&sim);
+        if now == before {
+            break;
+        }
+        assert!(
+            settle.elapsed() < std::time::Duration::from_secs(30),
+            "the simulator did not settle within 30 s: {:?}",
+            changes(&before, &now)
+        );
+        before = now;
+    }
+    for c in cases {
+        let o = tokio::task::spawn_blocking(move || {
+            let mut cmd = crate::common::within(120, env!("CARGO_BIN_EXE_wsgate"));
+            cmd.args(&c.args)
+                .current_dir(c.cwd.unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()))
+                .env_remove("KUBECONFIG")
+                .env_remove("KUBERNETES_SERVICE_HOST")
+                .env_remove("GITHUB_STEP_SUMMARY")
+                .env_remove("WSGATE_LOG");
+            for (k, v) in &c.env {
+                cmd.env(k, v);
+            }
+            let o = cmd.output().expect("timeout and wsgate run");
+            (c.what, c.code, c.says, o)
+        })
+        .await
+        .unwrap();
+        let (what, code, says, o) = o;
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(code), "{what}:\n{out}");
+        assert!(out.contains(says), "{what}: expected {says:?} in:\n{out}");
+        assert!(!out.contains("panicked"), "{what}:\n{out}");
+        let after = world(&sim);
+        let changed = changes(&before, &after);
+        assert!(
+            changed.is_empty(),
+            "{what} changed the cluster:\n{}",
+            changed.join("\n")
+        );
+    }
+}
