@@ -34,6 +34,17 @@ pub enum WorkspaceError {
     /// An object wsgate would overwrite is not its own ([`super::ownership`]).
     #[error(transparent)]
     NotOurs(#[from] super::ownership::NotOurs),
+    /// Every attempt met a newer version of the object (409 Conflict).
+    #[error(
+        "cannot {action} {object}: it changed under each of {attempts} attempts (409 Conflict \
+         every time), so something else keeps writing it; `kubectl get` it with \
+         `--show-managed-fields -o yaml` to see who"
+    )]
+    KeptChanging {
+        action: &'static str,
+        object: String,
+        attempts: u32,
+    },
 }
 
 fn api_err(
@@ -152,8 +163,23 @@ pub async fn create(
     Ok(created)
 }
 
+/// How many times [`set_paused`] reads the Workspace and patches it when the patch meets a
+/// newer version (a controller wrote in between, or an earlier attempt of ours went through).
+const SET_PAUSED_ATTEMPTS: u32 = 6;
+
 /// Requests pause (`true`) or resume (`false`) with a merge patch of `spec.paused`, bound
-/// to the Workspace wsgate created (its `uid`, see [`patch_own`]).
+/// to the Workspace wsgate created (its `uid`, see [`patch_own`]), sent at most once.
+///
+/// A pause is not idempotent on GKE Workspaces: the add-on's webhook holds it by writing
+/// `paused` back to `false` (`Checkpointing`) and stamps every pause anew, with no check
+/// (gke-labs/workspaces `providers/gke/internal/snapshot/webhook.go`), and its reconciler
+/// then deletes the trigger of the earlier stamp, whose checkpoint may be running
+/// (`reconcile.go`, `reconcileCheckpointing`). So a PATCH that was applied but answered 500,
+/// or whose answer was lost, must not be sent again: each attempt carries the
+/// `resourceVersion` just read (the API server's optimistic lock), a retry of an applied
+/// one gets 409 Conflict, and the Workspace is read again. A pause already requested
+/// (`spec.paused`, or the add-on's `Checkpointing`) or a resume already in place is not
+/// sent at all.
 pub async fn set_paused(
     client: &kube::Client,
     namespace: &str,
@@ -161,15 +187,51 @@ pub async fn set_paused(
     uid: &str,
     paused: bool,
 ) -> Result<(), WorkspaceError> {
-    patch_own(
-        client,
-        namespace,
-        name,
-        uid,
-        if paused { "pause" } else { "resume" },
-        json!({"spec": {"paused": paused}}),
-    )
-    .await
+    let action = if paused { "pause" } else { "resume" };
+    let api: Api<Workspace> = Api::namespaced(client.clone(), namespace);
+    for _ in 0..SET_PAUSED_ATTEMPTS {
+        let current = api
+            .get(name)
+            .await
+            .map_err(api_err(action, format!("Workspace {name}")))?;
+        let found = current.metadata.uid.as_deref().unwrap_or("");
+        if found != uid {
+            return Err(super::ownership::NotOurs {
+                object: format!("Workspace {namespace}/{name}"),
+                why: format!(
+                    "it is not the one wsgate created (uid {uid}, this one has uid {found}): \
+                     wsgate will not {action} it"
+                ),
+            }
+            .into());
+        }
+        let requested = if paused {
+            super::idle::pause_started(&current)
+        } else {
+            !current.spec.paused
+        };
+        if requested {
+            return Ok(());
+        }
+        let version = current
+            .metadata
+            .resource_version
+            .clone()
+            .unwrap_or_default();
+        let body = json!({"spec": {"paused": paused}, "metadata": {"resourceVersion": version}});
+        match patch_own(client, namespace, name, uid, action, body).await {
+            Err(WorkspaceError::Api {
+                source: kube::Error::Api(e),
+                ..
+            }) if e.code == 409 => continue,
+            other => return other,
+        }
+    }
+    Err(WorkspaceError::KeptChanging {
+        action,
+        object: format!("Workspace {namespace}/{name}"),
+        attempts: SET_PAUSED_ATTEMPTS,
+    })
 }
 
 /// A merge patch of the Workspace `namespace/name` that applies only to the object whose

@@ -555,3 +555,196 @@ async fn a_body_that_stops_midway_ends_within_the_response_timeout_but_a_watch_d
         "a watch stream that pauses 3 s (above the 1 s response timeout) must stay open"
     );
 }
+
+/// What [`commit_then_fail`] saw of the Workspace PATCHes: each answer's status from the
+/// API server, and the Workspace the first applied one returned (then hidden from the client).
+#[derive(Default)]
+struct PatchLog {
+    statuses: Vec<u16>,
+    hidden: Option<serde_json::Value>,
+}
+
+/// The layer of [`commit_then_fail`].
+struct CommitThenFail {
+    log: Arc<Mutex<PatchLog>>,
+    hold: Duration,
+}
+
+type AnyBody = http_body_util::combinators::UnsyncBoxBody<bytes::Bytes, tower::BoxError>;
+
+type Boxed = tower::util::BoxService<
+    axum::http::Request<kube::client::Body>,
+    axum::http::Response<AnyBody>,
+    tower::BoxError,
+>;
+
+fn full(b: bytes::Bytes) -> AnyBody {
+    use http_body_util::BodyExt as _;
+    http_body_util::Full::new(b)
+        .map_err(|never| match never {})
+        .boxed_unsync()
+}
+
+impl<S, B> tower::Layer<S> for CommitThenFail
+where
+    S: tower::Service<axum::http::Request<kube::client::Body>, Response = axum::http::Response<B>>
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<tower::BoxError> + Send + Sync,
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<tower::BoxError>,
+{
+    type Service = Boxed;
+
+    fn layer(&self, inner: S) -> Boxed {
+        use http_body_util::BodyExt as _;
+        use tower::{BoxError, ServiceExt as _};
+        let inner = tower::buffer::Buffer::new(inner, 64);
+        let seen = self.log.clone();
+        let hold = self.hold;
+        tower::util::BoxService::new(tower::service_fn(
+            move |req: axum::http::Request<kube::client::Body>| {
+                let inner = inner.clone();
+                let seen = seen.clone();
+                async move {
+                    let patch = req.method() == axum::http::Method::PATCH
+                        && req.uri().path().contains("/workspaces/");
+                    let (parts, body) = inner.oneshot(req).await?.into_parts();
+                    if !patch {
+                        // Watches included: passed on as they stream.
+                        let body = body.map_err(Into::<BoxError>::into).boxed_unsync();
+                        return Ok(axum::http::Response::from_parts(parts, body));
+                    }
+                    let bytes = body
+                        .collect()
+                        .await
+                        .map_err(Into::<BoxError>::into)?
+                        .to_bytes();
+                    let hide = {
+                        let mut log = seen.lock().unwrap();
+                        log.statuses.push(parts.status.as_u16());
+                        let hide = log.hidden.is_none() && parts.status.is_success();
+                        if hide {
+                            log.hidden = serde_json::from_slice(&bytes).ok();
+                        }
+                        hide
+                    };
+                    if !hide {
+                        return Ok(axum::http::Response::from_parts(parts, full(bytes)));
+                    }
+                    tokio::time::sleep(hold).await;
+                    let status = json!({"kind": "Status", "apiVersion": "v1",
+                        "status": "Failure", "reason": "InternalError", "code": 500,
+                        "message": "etcdserver: request timed out"});
+                    Ok::<_, BoxError>(
+                        axum::http::Response::builder()
+                            .status(500)
+                            .header(header::CONTENT_TYPE, "application/json")
+                            .body(full(serde_json::to_vec(&status).unwrap().into()))
+                            .unwrap(),
+                    )
+                }
+            },
+        ))
+    }
+}
+
+/// A client stack under which the first Workspace PATCH the API server applies is answered
+/// 500 after `hold`, as an etcd timeout answers a write that did commit; everything else
+/// passes. Built below the harness's retry layer, so that layer sees the 500 and retries.
+fn commit_then_fail(config: kube::Config, hold: Duration) -> (kube::Client, Arc<Mutex<PatchLog>>) {
+    let log = Arc::new(Mutex::new(PatchLog::default()));
+    let faulty = CommitThenFail {
+        log: log.clone(),
+        hold,
+    };
+    let mut config = config;
+    config.default_retry = false;
+    let client = kube::client::ClientBuilder::try_from(config)
+        .unwrap()
+        .with_layer(&faulty)
+        .with_layer(&retry::RetryLayer::new(policy(5)))
+        .build();
+    (client, log)
+}
+
+fn stamp_of(ws: &serde_json::Value) -> Option<String> {
+    ws.pointer("/metadata/annotations")?
+        .get(wsgate::sim::controllers::addon::webhook::CHECKPOINT_STARTED_AT)?
+        .as_str()
+        .map(str::to_string)
+}
+
+/// A pause is not idempotent on GKE Workspaces (every pause is stamped anew and the trigger
+/// of an older stamp is deleted, its checkpoint possibly running): when the API server
+/// applies the pause and answers 500, the retry meets the optimistic lock (409) instead of
+/// pausing again, and the checkpoint the first attempt started completes.
+#[tokio::test]
+async fn a_pause_applied_but_answered_500_is_not_sent_again() {
+    let sim = crate::common::start_platform(|_| {}).await;
+    // Held past a second: a second pause would carry a new whole-second stamp.
+    let (client, log) = commit_then_fail(sim.config().await.unwrap(), Duration::from_millis(1200));
+    let name = "pause-once".to_string();
+    let new = NewWorkspace {
+        namespace: NS.into(),
+        name: name.clone(),
+        kind: "jupyterlab-resumable".into(),
+        image_config: "jupyterlab-gpu".into(),
+        pod_config: "gpu_t4_spot".into(),
+        home_pvc: format!("{name}-home"),
+        home_size: "1Gi".into(),
+        labels: run_labels("api-trouble-p"),
+        annotations: Default::default(),
+    };
+    let mut ledger = Ledger::default();
+    ws::create_home(&client, &mut ledger, &new).await.unwrap();
+    let uid = ws::create(&client, &mut ledger, &new)
+        .await
+        .unwrap()
+        .metadata
+        .uid
+        .unwrap();
+    let api: Api<Workspace> = Api::namespaced(client.clone(), NS);
+    wait_state(&api, &name, WorkspaceState::Running).await;
+
+    ws::set_paused(&client, NS, &name, &uid, true)
+        .await
+        .unwrap();
+    let (statuses, hidden) = {
+        let log = log.lock().unwrap();
+        (log.statuses.clone(), log.hidden.clone())
+    };
+    assert_eq!(statuses, [200, 409], "the applied pause was sent again");
+    assert!(
+        hidden.as_ref().and_then(stamp_of).is_some(),
+        "the first attempt was not held for a checkpoint: {hidden:?}"
+    );
+    wait_state(&api, &name, WorkspaceState::Paused).await;
+    let paused = api.get(&name).await.unwrap();
+    assert!(
+        paused
+            .annotations()
+            .contains_key(wsgate::sim::controllers::addon::webhook::LAST_CHECKPOINT_NAME),
+        "the pause completed without its checkpoint: {:?}",
+        paused.annotations()
+    );
+    // Already paused: nothing is sent.
+    ws::set_paused(&client, NS, &name, &uid, true)
+        .await
+        .unwrap();
+    assert_eq!(log.lock().unwrap().statuses.len(), 2);
+    let claim = wsgate::platform::ownership::Claim::Run("api-trouble-p".into());
+    for r in ledger
+        .cleanup(&client, &claim, Duration::from_secs(30), false)
+        .await
+    {
+        assert!(
+            !matches!(r.outcome, CleanupOutcome::Leaked(_)),
+            "{}: {:?}",
+            r.object,
+            r.outcome
+        );
+    }
+    assert!(sim.failure().is_none());
+}
