@@ -41,7 +41,7 @@ fn stats(mut ms: Vec<f64>) -> Stats {
 async fn main() {
     wsgate::install_crypto_provider();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let venv = ensure_venv(root).expect("the simulator venv builds");
+    let venv = ensure_venv().expect("the simulator venv builds");
     let home = tempfile::tempdir().expect("temp dir");
     let mut options = JupyterOptions::new(home.path());
     options.home = Some(home.path().to_owned());

@@ -29,7 +29,7 @@
 //!   a transition just after committing it, so a fast watcher can stamp first: a small
 //!   negative lag, reported as such).
 //!
-//! `cargo bench --bench suite` (optimised; needs `.venv-sim`, see README).
+//! `cargo bench --bench suite` (optimised; builds the simulator venv on first use, see README).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

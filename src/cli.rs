@@ -136,9 +136,13 @@ pub enum KeepArg {
 pub struct RunArgs {
     #[command(flatten)]
     pub target: TargetArgs,
-    /// Profile file layered over the embedded defaults (e.g. fixtures/profiles/nightly.toml)
-    #[arg(long, value_name = "FILE", env = "WSGATE_PROFILE")]
+    /// Profile layered over the embedded defaults: a shipped name (nightly, release-gate,
+    /// capacity-drill, gke-t4, sim-default) or a TOML file
+    #[arg(long, value_name = "NAME|FILE", env = "WSGATE_PROFILE")]
     pub profile: Option<PathBuf>,
+    /// Run the .feature files under DIR (or the one file) instead of the shipped features
+    #[arg(long, value_name = "DIR")]
+    pub features: Option<PathBuf>,
     /// Cucumber tag expression, e.g. '@nightly and not @slow'
     #[arg(long, value_name = "EXPR")]
     pub tags: Option<String>,
@@ -177,7 +181,7 @@ pub struct SimArgs {
         default_value = "reports/sim-kubeconfig.yaml"
     )]
     pub kubeconfig: PathBuf,
-    /// Only install the Jupyter runtime (the Python venv in .venv-sim/) and exit
+    /// Only install the Jupyter runtime (the Python venv in ~/.cache/wsgate/) and exit
     #[arg(long)]
     pub prepare_runtime: bool,
 }

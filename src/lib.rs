@@ -36,3 +36,30 @@ pub mod verdict;
 pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
+
+/// Test helper: asserts that a list of files shipped in the binary, `(stem, text)`, is
+/// exactly the `*.toml` files of the source directory `dir` (relative to the crate root).
+#[cfg(test)]
+pub(crate) fn assert_ships_every_toml(dir: &str, shipped: &[(&str, &str)]) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+    let mut on_disk: Vec<(String, String)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .map(|p| {
+            let stem = p.file_stem().unwrap().to_string_lossy().into_owned();
+            (stem, std::fs::read_to_string(&p).unwrap())
+        })
+        .collect();
+    on_disk.sort();
+    let listed: Vec<(String, String)> = shipped
+        .iter()
+        .map(|(n, t)| (n.to_string(), t.to_string()))
+        .collect();
+    assert_eq!(
+        listed,
+        on_disk,
+        "every {}/*.toml must be in the shipped list",
+        dir.display()
+    );
+}

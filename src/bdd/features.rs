@@ -25,6 +25,48 @@ impl std::fmt::Display for Problem {
     }
 }
 
+/// The feature files shipped in the binary (`features/` of the source tree at build time),
+/// by file name: `wsgate run` without `--features` runs these, wherever it is started.
+pub const SHIPPED: &[(&str, &str)] = &[
+    (
+        "capacity.feature",
+        include_str!("../../features/capacity.feature"),
+    ),
+    (
+        "drill.feature",
+        include_str!("../../features/drill.feature"),
+    ),
+    (
+        "fresh_session.feature",
+        include_str!("../../features/fresh_session.feature"),
+    ),
+    ("gate.feature", include_str!("../../features/gate.feature")),
+    ("idle.feature", include_str!("../../features/idle.feature")),
+    (
+        "pause_resume.feature",
+        include_str!("../../features/pause_resume.feature"),
+    ),
+    (
+        "restore_failure.feature",
+        include_str!("../../features/restore_failure.feature"),
+    ),
+    (
+        "snapshots.feature",
+        include_str!("../../features/snapshots.feature"),
+    ),
+];
+
+/// Writes the shipped features into `dir/features/` (cucumber reads files) and returns
+/// that directory.
+pub fn write_shipped(dir: &Path) -> std::io::Result<PathBuf> {
+    let out = dir.join("features");
+    std::fs::create_dir_all(&out)?;
+    for (name, text) in SHIPPED {
+        std::fs::write(out.join(name), text)?;
+    }
+    Ok(out)
+}
+
 /// The feature files under `dir` (sorted), or the one file `dir` names.
 pub fn files(dir: &Path) -> Vec<PathBuf> {
     if dir.is_file() {
@@ -306,6 +348,27 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("outline.feature"), text).unwrap();
         check(dir.path())
+    }
+
+    #[test]
+    fn the_shipped_features_are_the_features_directory_and_all_check() {
+        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("features");
+        let on_disk: Vec<(String, String)> = files(&source)
+            .iter()
+            .map(|p| {
+                let name = p.strip_prefix(&source).unwrap().display().to_string();
+                (name, std::fs::read_to_string(p).unwrap())
+            })
+            .collect();
+        let shipped: Vec<(String, String)> = SHIPPED
+            .iter()
+            .map(|(n, t)| (n.to_string(), t.to_string()))
+            .collect();
+        assert_eq!(shipped, on_disk, "add every features/*.feature to SHIPPED");
+        let dir = tempfile::tempdir().unwrap();
+        let written = write_shipped(dir.path()).unwrap();
+        assert_eq!(files(&written).len(), SHIPPED.len());
+        assert!(check(&written).unwrap() > 0);
     }
 
     const OUTLINE: &str = "Feature: f

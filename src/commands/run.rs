@@ -48,21 +48,31 @@ fn overrides(args: &RunArgs) -> Result<Vec<Override>, CommandError> {
     Ok(out)
 }
 
-/// The feature files the suite would run, sorted.
-fn feature_files(dir: &Path) -> Vec<String> {
-    let mut out: Vec<String> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "feature"))
-        .map(|p| p.display().to_string())
-        .collect();
-    out.sort();
-    out
+/// Where the suite's features come from: the ones shipped in the binary, or `--features`.
+fn feature_source(args: &RunArgs) -> Option<std::path::PathBuf> {
+    // An absolute path: cucumber would resolve a relative one that does not exist against
+    // the directory wsgate was built in.
+    args.features
+        .as_ref()
+        .map(|d| std::fs::canonicalize(d).unwrap_or_else(|_| d.clone()))
 }
 
-fn print_plan(resolved: &Resolved) {
+/// The feature files the suite would run: the `.feature` files under `dir` (or the one file
+/// it names), else the shipped ones.
+fn feature_files(dir: Option<&Path>) -> Vec<String> {
+    match dir {
+        Some(dir) => crate::bdd::features::files(dir)
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect(),
+        None => crate::bdd::features::SHIPPED
+            .iter()
+            .map(|(name, _)| format!("{name} (shipped)"))
+            .collect(),
+    }
+}
+
+fn print_plan(resolved: &Resolved, features: Option<&Path>) {
     let c = &resolved.config;
     println!("# wsgate run --dry-run: nothing is created, nothing is contacted\n");
     println!("{}", resolved.render());
@@ -82,11 +92,17 @@ fn print_plan(resolved: &Resolved) {
             target::OPT_IN_LABEL
         ),
     }
-    let features = feature_files(Path::new("features"));
-    if features.is_empty() {
-        println!("- features: none found under features/");
+    let files = feature_files(features);
+    if files.is_empty() {
+        println!(
+            "- features: none found under {}",
+            features
+                .map(Path::display)
+                .map(|d| d.to_string())
+                .unwrap_or_default()
+        );
     } else {
-        for f in features {
+        for f in files {
             println!("- feature: {f}");
         }
     }
@@ -103,12 +119,31 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
     for w in &resolved.warnings {
         eprintln!("warning: {w}");
     }
+    let given = feature_source(&args);
     if args.dry_run {
-        print_plan(&resolved);
+        print_plan(&resolved, given.as_deref());
         return Ok(crate::exit_code::SUCCESS);
     }
     let mut cfg = resolved.config.clone();
-    let features = std::path::PathBuf::from("features");
+    // The shipped features are written to a temporary directory that lives as long as the
+    // run (cucumber reads files); nothing is read from the working directory.
+    let (features, shipped_dir) = match given {
+        Some(dir) => (dir, None),
+        None => {
+            let io = |source| CommandError::Io {
+                what: "write the shipped features to a temporary directory",
+                source,
+            };
+            let tmp = tempfile::Builder::new()
+                .prefix("wsgate-features-")
+                .tempdir()
+                .map_err(io)?;
+            (
+                crate::bdd::features::write_shipped(tmp.path()).map_err(io)?,
+                Some(tmp),
+            )
+        }
+    };
     // Check the features before anything is started or created.
     crate::bdd::features::check(&features).map_err(crate::bdd::SuiteError::Features)?;
     let retry = crate::platform::retry::RetryPolicy::from_config(&cfg.api);
@@ -235,7 +270,11 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
              does not pass; check --tags and --name against the features in {}",
             ctx.config.run.tags.as_deref().unwrap_or("(any)"),
             ctx.config.run.name.as_deref().unwrap_or("(any)"),
-            suite_options.features.display()
+            if shipped_dir.is_some() {
+                "wsgate (`wsgate run --dry-run` lists them)".to_string()
+            } else {
+                suite_options.features.display().to_string()
+            }
         );
     }
     if let Some(sim) = sim {

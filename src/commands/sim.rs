@@ -7,11 +7,7 @@ use crate::sim::{SimHandle, SimOptions};
 
 pub async fn sim(args: SimArgs) -> Result<i32, CommandError> {
     if args.prepare_runtime {
-        let root = std::env::current_dir().map_err(|source| CommandError::Io {
-            what: "read the working directory",
-            source,
-        })?;
-        let venv = crate::sim::runtime::venv::ensure_venv(&root)?;
+        let venv = crate::sim::runtime::venv::ensure_venv()?;
         println!("simulator runtime ready: {}", venv.root.display());
         return Ok(exit_code::SUCCESS);
     }

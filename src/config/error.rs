@@ -70,13 +70,13 @@ pub enum ConfigError {
     },
     /// `--profile` names a file that does not exist.
     #[error(
-        "profile `{}` not found; give a path to a TOML file or a name from fixtures/profiles/ ({available})",
+        "profile `{}` not found; give a path to a TOML file or the name of a shipped profile ({available})",
         path.display()
     )]
     ProfileNotFound {
         /// The path as given.
         path: PathBuf,
-        /// The profiles found under `fixtures/profiles/`, comma-separated (or a note if none).
+        /// The shipped profiles' names, comma-separated.
         available: String,
     },
     /// The profile exists but could not be read.

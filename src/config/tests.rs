@@ -380,9 +380,9 @@ fn profile_by_name_and_by_path() {
     let resolved = load(&by_name).unwrap();
     assert_eq!(
         resolved.origin("target.kind"),
-        Some(&Origin::Profile(
-            Path::new(PROFILES_DIR).join("sim-default.toml")
-        ))
+        Some(&Origin::Profile(super::profile::shipped_origin(
+            "sim-default"
+        )))
     );
     let mut file = tempfile::NamedTempFile::new().unwrap();
     std::io::Write::write_all(&mut file, b"[run]\nconcurrency = 3\n").unwrap();

@@ -6,7 +6,7 @@
 //! Dropping the registry kills every process it holds, frozen ones included.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -92,7 +92,6 @@ pub struct PodProcesses {
     auth: ServerAuth,
     /// Set once the tokenless notice has been printed.
     told_tokenless: std::sync::atomic::AtomicBool,
-    project_root: PathBuf,
     venv: tokio::sync::OnceCell<Result<VenvPaths, String>>,
     /// Set by [`Self::kill_all`]: no process starts after it.
     closed: std::sync::atomic::AtomicBool,
@@ -126,13 +125,12 @@ pub const TOKENLESS_NOTICE: &str = "simulator: workspace Jupyter servers run wit
 pub const NOMINAL_RESIDENT_BYTES: u64 = 512 << 20;
 
 impl PodProcesses {
-    pub fn new(volumes_root: PathBuf, runtime: RuntimeKind, project_root: PathBuf) -> Self {
+    pub fn new(volumes_root: PathBuf, runtime: RuntimeKind) -> Self {
         Self {
             volumes_root,
             runtime,
             auth: ServerAuth::default(),
             told_tokenless: std::sync::atomic::AtomicBool::new(false),
-            project_root,
             venv: tokio::sync::OnceCell::new(),
             closed: std::sync::atomic::AtomicBool::new(false),
             inner: Arc::new(Mutex::new(Inner::default())),
@@ -202,14 +200,11 @@ impl PodProcesses {
     }
 
     async fn venv(&self) -> Result<VenvPaths, String> {
-        let root = self.project_root.clone();
         self.venv
             .get_or_init(|| async move {
-                tokio::task::spawn_blocking(move || {
-                    venv::ensure_venv(&root).map_err(|e| format!("{e}"))
-                })
-                .await
-                .unwrap_or_else(|e| Err(format!("venv setup panicked: {e}")))
+                tokio::task::spawn_blocking(move || venv::ensure_venv().map_err(|e| format!("{e}")))
+                    .await
+                    .unwrap_or_else(|e| Err(format!("venv setup panicked: {e}")))
             })
             .await
             .clone()
@@ -441,10 +436,5 @@ impl PodProcesses {
     /// The start info of a running pod.
     pub fn running(&self, pod_uid: &str) -> Option<Started> {
         self.lock().running.get(pod_uid).map(|r| r.started.clone())
-    }
-
-    /// The project root the runtime's venv lives under.
-    pub fn project_root(&self) -> &Path {
-        &self.project_root
     }
 }

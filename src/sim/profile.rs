@@ -14,6 +14,33 @@ use super::runtime::jupyter::ServerAuth;
 /// The profile the simulator uses when none is named.
 pub const DEFAULT_PROFILE: &str = include_str!("../../fixtures/sim/default.toml");
 
+/// The simulator profiles shipped in the binary (`fixtures/sim/<name>.toml` at build time),
+/// by name: `sim.profile = "default"` (or the shipped path) never reads the working
+/// directory.
+pub const SHIPPED: &[(&str, &str)] = &[
+    (
+        "api-trouble",
+        include_str!("../../fixtures/sim/api-trouble.toml"),
+    ),
+    ("default", DEFAULT_PROFILE),
+    (
+        "field-restore-lag",
+        include_str!("../../fixtures/sim/field-restore-lag.toml"),
+    ),
+];
+
+/// The shipped profile `path` names: a bare name (`default`) or the shipped path
+/// (`fixtures/sim/default.toml`) when no such file exists where it points.
+pub fn shipped(path: &Path) -> Option<(&'static str, &'static str)> {
+    let text = path.to_str()?;
+    let name = match text.strip_prefix("fixtures/sim/") {
+        Some(rest) if !path.exists() => rest.strip_suffix(".toml")?,
+        Some(_) => return None,
+        None => text,
+    };
+    SHIPPED.iter().copied().find(|(n, _)| *n == name)
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SimProfile {
@@ -216,7 +243,10 @@ impl Addon {
 /// A profile that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
-    #[error("cannot read simulator profile {path}")]
+    #[error(
+        "cannot read simulator profile {path}: give a TOML file or a shipped name ({})",
+        SHIPPED.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+    )]
     Read {
         path: String,
         #[source]
@@ -248,8 +278,11 @@ impl SimProfile {
         Ok(p)
     }
 
-    /// Reads a profile file.
+    /// Reads a profile: a shipped one by name ([`shipped`]), else the file at `path`.
     pub fn load(path: &Path) -> Result<Self, ProfileError> {
+        if let Some((name, text)) = shipped(path) {
+            return Self::parse(&format!("{name} (shipped)"), text);
+        }
         let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Read {
             path: path.display().to_string(),
             source,
@@ -287,6 +320,25 @@ impl SimProfile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shipped_profiles_are_the_fixture_files_and_load_by_name() {
+        crate::assert_ships_every_toml("fixtures/sim", SHIPPED);
+        for (name, _) in SHIPPED {
+            SimProfile::load(Path::new(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+        assert!(
+            SimProfile::load(Path::new("api-trouble"))
+                .unwrap()
+                .has_fault(Fault::ApiErrors)
+        );
+        let err = SimProfile::load(Path::new("no-such-profile")).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("api-trouble, default, field-restore-lag"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn default_profile_has_two_t4_nodes_and_a_cpu_node() {

@@ -36,9 +36,6 @@ pub struct PlatformOptions {
     /// Where home volumes and snapshot buckets live; `None`: a temporary directory removed
     /// when the simulator stops.
     pub state_dir: Option<PathBuf>,
-    /// The project directory whose `fixtures/sim/requirements.txt` and `.venv-sim/` the
-    /// Jupyter runtime uses.
-    pub project_root: PathBuf,
 }
 
 impl Default for PlatformOptions {
@@ -46,7 +43,6 @@ impl Default for PlatformOptions {
         Self {
             profile: SimProfile::default_profile(),
             state_dir: None,
-            project_root: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
         }
     }
 }
@@ -221,12 +217,8 @@ impl SimHandle {
                     profile: Arc::new(platform.profile.clone()),
                     truth: truth.clone(),
                     pods: Arc::new(
-                        PodProcesses::new(
-                            state_dir.join("volumes"),
-                            platform.profile.runtime.kind,
-                            platform.project_root.clone(),
-                        )
-                        .with_auth(platform.profile.runtime.jupyter_auth),
+                        PodProcesses::new(state_dir.join("volumes"), platform.profile.runtime.kind)
+                            .with_auth(platform.profile.runtime.jupyter_auth),
                     ),
                     bucket: Arc::new(Bucket::new(state_dir.join("bucket"))),
                     shutdown: shutdown_rx.clone(),

@@ -26,7 +26,7 @@ fn malformed_features_are_a_usage_error_naming_each_file() {
         .env_remove("KUBECONFIG")
         .env_remove("KUBERNETES_SERVICE_HOST")
         .env_remove("GITHUB_STEP_SUMMARY")
-        .args(["run", "--reports"])
+        .args(["run", "--features", "features", "--reports"])
         .arg(dir.path().join("reports"))
         .output()
         .unwrap();

@@ -781,7 +781,7 @@ async fn bad_input_against_a_shared_cluster_changes_nothing() {
     ];
     let mut features_case = case(
         "a malformed feature file with an unknown step",
-        cluster(&["run", "--set", &reports]),
+        cluster(&["run", "--features", "features", "--set", &reports]),
         USAGE,
         "features/bad.feature",
     );

@@ -22,7 +22,6 @@ async fn start() -> SimHandle {
     wsgate::install_crypto_provider();
     let mut opts = SimOptions::with_platform();
     if let Some(p) = opts.platform.as_mut() {
-        p.project_root = env!("CARGO_MANIFEST_DIR").into();
         // PodRestored well after Ready, later than verify reaches the kernel: the verdict
         // is Restored only if verify waits for the condition instead of reading it once.
         p.profile.timing.pod_restored_after_ready_ms = 3000;

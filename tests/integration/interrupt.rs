@@ -27,16 +27,11 @@ const FEATURE: &str = "Feature: interrupted
     Then the workspace is Running within the \"resume_to_running\" budget
 ";
 
-/// A working directory holding the feature above and a link to the project's fixtures.
+/// A working directory holding the feature above and nothing else.
 fn workdir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("features")).unwrap();
     std::fs::write(dir.path().join("features/interrupted.feature"), FEATURE).unwrap();
-    std::os::unix::fs::symlink(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures"),
-        dir.path().join("fixtures"),
-    )
-    .unwrap();
     dir
 }
 
@@ -49,6 +44,8 @@ fn spawn_run(work: &Path, kc: &Path, reports: &Path) -> Child {
         .env_remove("GITHUB_STEP_SUMMARY")
         .args([
             "run",
+            "--features",
+            "features",
             "--target",
             "cluster",
             "--namespace",

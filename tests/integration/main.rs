@@ -1,6 +1,7 @@
 //! The one integration-test binary: every test here runs against real components (the
 //! embedded simulator over HTTPS, real `jupyter server` processes, real files).
 
+mod anywhere;
 mod api_trouble;
 mod bad_features;
 mod bad_input;

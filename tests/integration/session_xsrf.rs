@@ -24,7 +24,7 @@ fn venv() -> &'static VenvPaths {
     static VENV: OnceLock<VenvPaths> = OnceLock::new();
     VENV.get_or_init(|| {
         wsgate::install_crypto_provider();
-        ensure_venv(Path::new(env!("CARGO_MANIFEST_DIR"))).expect("the simulator venv builds")
+        ensure_venv().expect("the simulator venv builds")
     })
 }
 

@@ -35,7 +35,6 @@ async fn start_with(auth: ServerAuth) -> SimHandle {
     wsgate::install_crypto_provider();
     let mut opts = SimOptions::with_platform();
     if let Some(p) = opts.platform.as_mut() {
-        p.project_root = env!("CARGO_MANIFEST_DIR").into();
         p.profile.runtime.jupyter_auth = auth;
     }
     SimHandle::start(opts).await.expect("simulator starts")

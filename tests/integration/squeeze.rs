@@ -33,11 +33,6 @@ fn workdir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("features")).unwrap();
     std::fs::write(dir.path().join("features/squeeze.feature"), FEATURE).unwrap();
-    std::os::unix::fs::symlink(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures"),
-        dir.path().join("fixtures"),
-    )
-    .unwrap();
     dir
 }
 
@@ -47,7 +42,8 @@ fn spawn_run(work: &Path, kc: &Path, method: &str) -> Child {
         .env_remove("KUBECONFIG")
         .env_remove("KUBERNETES_SERVICE_HOST")
         .env_remove("GITHUB_STEP_SUMMARY")
-        .args(["run", "--target", "cluster", "--namespace", NS])
+        .args(["run", "--features", "features", "--target", "cluster"])
+        .args(["--namespace", NS])
         .arg("--kubeconfig")
         .arg(kc)
         .arg("--reports")

@@ -282,7 +282,6 @@ mod tests {
             pods: Arc::new(PodProcesses::new(
                 dir.path().join("volumes"),
                 RuntimeKind::None,
-                dir.path().to_path_buf(),
             )),
             bucket: Arc::new(Bucket::new(dir.path().join("bucket"))),
             shutdown,

@@ -1,7 +1,7 @@
 //! The simulator runtime: real `jupyter lab` processes standing in for workspace pods.
 //!
-//! - [`venv`]: the Python environment (`<project>/.venv-sim`) built from
-//!   `fixtures/sim/requirements.txt`, once, guarded by a stamp file and a lock.
+//! - [`venv`]: the Python environment, in the user's cache directory keyed by the hash of
+//!   the embedded requirements, built once, guarded by a stamp file and a lock.
 //! - [`jupyter`]: one `jupyter lab` process (own process group, own runtime dir), its
 //!   readiness wait, freeze/thaw (a checkpoint) and kill (a cold start or deletion).
 //! - [`freeze`]: stopping and continuing a whole process tree through `/proc`, because each

@@ -1,8 +1,12 @@
-//! The simulator's Python environment: `<project>/.venv-sim`, built with the project's
-//! `python3` (or `$WSGATE_PYTHON`) from `fixtures/sim/requirements.txt`.
+//! The simulator's Python environment, built with `python3` (or `$WSGATE_PYTHON`) from the
+//! requirements embedded in the binary (`fixtures/sim/requirements.txt` at build time), in
+//! the user's cache directory: `$XDG_CACHE_HOME/wsgate/sim-venv-<hash>` (or
+//! `~/.cache/wsgate/...`), keyed by the requirements' sha256 so a binary with other pins
+//! builds its own. Nothing is looked up in the working directory, so an installed `wsgate`
+//! works wherever it is started.
 //!
-//! Idempotent: a stamp file inside the venv holds the sha256 of the requirements file and
-//! the interpreter's version; when both match, [`ensure_venv`] returns at once. Concurrent
+//! Idempotent: a stamp file inside the venv holds the sha256 of the requirements and the
+//! interpreter's version; when both match, [`ensure_venv`] returns at once. Concurrent
 //! callers (several test binaries at once) serialise on an exclusive `flock` held on a lock
 //! file inside the venv directory, so one builds and the others wait and then reuse it.
 
@@ -15,10 +19,8 @@ use std::time::Instant;
 
 use sha2::{Digest, Sha256};
 
-/// The requirements file, relative to the project root.
-pub const REQUIREMENTS: &str = "fixtures/sim/requirements.txt";
-/// The venv directory, relative to the project root (ignored by git).
-pub const VENV_DIR: &str = ".venv-sim";
+/// The requirements the venv is built from, embedded at build time.
+pub const REQUIREMENTS_TXT: &str = include_str!("../../../fixtures/sim/requirements.txt");
 /// Environment variable that overrides the interpreter used to create the venv.
 pub const PYTHON_ENV: &str = "WSGATE_PYTHON";
 
@@ -53,13 +55,12 @@ impl VenvPaths {
 /// Why the venv could not be made ready.
 #[derive(Debug, thiserror::Error)]
 pub enum VenvError {
-    /// The requirements file is missing or unreadable.
-    #[error("cannot read the simulator requirements {path}: {source}")]
-    Requirements {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    /// Neither `XDG_CACHE_HOME` (absolute) nor `HOME` says where the cache is.
+    #[error(
+        "no cache directory for the simulator's Python environment: set HOME, or \
+         XDG_CACHE_HOME to an absolute path"
+    )]
+    NoCacheDir,
     /// The interpreter could not be run at all.
     #[error(
         "cannot run the Python interpreter `{interpreter}` ({source}); install Python 3.11+ as \
@@ -111,22 +112,34 @@ pub enum VenvError {
     },
 }
 
-/// Makes `<project_root>/.venv-sim` ready and returns its paths. Builds it (about 30 s, with
+/// Where the venv for these requirements lives: `<cache>/wsgate/sim-venv-<16 hex>`, the
+/// cache being `$XDG_CACHE_HOME` when it is absolute (as the XDG spec asks), else
+/// `$HOME/.cache`.
+pub fn venv_dir() -> Result<PathBuf, VenvError> {
+    let cache = match std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from) {
+        Some(p) if p.is_absolute() => p,
+        _ => match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+            Some(home) => PathBuf::from(home).join(".cache"),
+            None => return Err(VenvError::NoCacheDir),
+        },
+    };
+    let hash = hex::encode(Sha256::digest(REQUIREMENTS_TXT.as_bytes()));
+    Ok(cache
+        .join("wsgate")
+        .join(format!("sim-venv-{}", &hash[..16])))
+}
+
+/// Makes the venv ready ([`venv_dir`]) and returns its paths. Builds it (about 30 s, with
 /// progress on stderr) when it is missing or its stamp does not match the requirements.
-pub fn ensure_venv(project_root: &Path) -> Result<VenvPaths, VenvError> {
-    let requirements = project_root.join(REQUIREMENTS);
-    let req_bytes = fs::read(&requirements).map_err(|source| VenvError::Requirements {
-        path: requirements.clone(),
-        source,
-    })?;
+pub fn ensure_venv() -> Result<VenvPaths, VenvError> {
     let interpreter = std::env::var(PYTHON_ENV).unwrap_or_else(|_| "python3".to_owned());
     let py_version = python_version(&interpreter)?;
     let wanted_stamp = format!(
         "requirements-sha256 {}\npython {}\n",
-        hex::encode(Sha256::digest(&req_bytes)),
+        hex::encode(Sha256::digest(REQUIREMENTS_TXT.as_bytes())),
         py_version
     );
-    let paths = VenvPaths::new(project_root.join(VENV_DIR));
+    let paths = VenvPaths::new(venv_dir()?);
     if is_ready(&paths, &wanted_stamp) {
         return Ok(paths);
     }
@@ -137,7 +150,7 @@ pub fn ensure_venv(project_root: &Path) -> Result<VenvPaths, VenvError> {
     if is_ready(&paths, &wanted_stamp) {
         return Ok(paths);
     }
-    build(&paths, &interpreter, &requirements)?;
+    build(&paths, &interpreter)?;
     let stamp = paths.root.join(STAMP_FILE);
     fs::write(&stamp, &wanted_stamp).map_err(io_err("write", &stamp))?;
     Ok(paths)
@@ -148,12 +161,11 @@ fn is_ready(paths: &VenvPaths, wanted_stamp: &str) -> bool {
     stamp == wanted_stamp && paths.python.exists() && paths.jupyter.exists()
 }
 
-fn build(paths: &VenvPaths, interpreter: &str, requirements: &Path) -> Result<(), VenvError> {
+fn build(paths: &VenvPaths, interpreter: &str) -> Result<(), VenvError> {
     let started = Instant::now();
     eprintln!(
-        "wsgate: building the simulator venv {} from {} (once; about 30 s)",
-        paths.root.display(),
-        requirements.display()
+        "wsgate: building the simulator's Python environment in {} (once; about 30 s)",
+        paths.root.display()
     );
     clear_except_lock(&paths.root)?;
     let out = run(Command::new(interpreter)
@@ -172,6 +184,10 @@ fn build(paths: &VenvPaths, interpreter: &str, requirements: &Path) -> Result<()
             output_tail: tail(&out),
         });
     }
+    // pip reads the pins from a file: the embedded requirements, written into the venv.
+    let requirements = paths.root.join("requirements.txt");
+    fs::write(&requirements, REQUIREMENTS_TXT).map_err(io_err("write", &requirements))?;
+    let requirements = requirements.as_path();
     eprintln!(
         "wsgate: venv created; pip install -r {}",
         requirements.display()
@@ -345,10 +361,18 @@ mod tests {
     }
 
     #[test]
-    fn missing_requirements_file_is_named() {
-        let dir = tempfile::tempdir().unwrap();
-        let err = ensure_venv(dir.path()).unwrap_err();
-        assert!(matches!(err, VenvError::Requirements { .. }), "{err}");
-        assert!(err.to_string().contains("requirements.txt"), "{err}");
+    fn the_venv_lives_in_the_cache_keyed_by_the_requirements() {
+        // Read only: the process environment is not changed (tests run in parallel).
+        let dir = venv_dir().expect("HOME is set where the tests run");
+        let name = dir.file_name().unwrap().to_str().unwrap().to_string();
+        let hash = hex::encode(Sha256::digest(REQUIREMENTS_TXT.as_bytes()));
+        assert_eq!(name, format!("sim-venv-{}", &hash[..16]));
+        assert!(dir.is_absolute(), "{}", dir.display());
+        assert!(
+            !dir.starts_with(std::env::current_dir().unwrap()),
+            "not under the working directory: {}",
+            dir.display()
+        );
+        assert!(REQUIREMENTS_TXT.contains("ipykernel"));
     }
 }
