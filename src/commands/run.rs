@@ -135,7 +135,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
                 source,
             };
             let tmp = tempfile::Builder::new()
-                .prefix("wsgate-features-")
+                .prefix("wsgate-shipped-")
                 .tempdir()
                 .map_err(io)?;
             (

@@ -45,6 +45,9 @@ pub struct JupyterSpec {
     /// Files the pod mounts under `/etc/jupyter/` from ConfigMaps (file name, content), read
     /// from the store when the pod starts: the snapshot add-on's IPC kernel config.
     pub etc_jupyter: Vec<(String, String)>,
+    /// The pod's IP when its container is restarted (a restart keeps the pod's address);
+    /// `None` for a first start, which allocates one.
+    pub pod_ip: Option<String>,
 }
 
 /// Why a pod's process could not be started, checkpointed or restored.
@@ -248,7 +251,7 @@ impl PodProcesses {
         let venv = self.venv().await?;
         std::fs::create_dir_all(&spec.home)
             .map_err(|e| format!("cannot create {}: {e}", spec.home.display()))?;
-        let ip = self.allocate_ip();
+        let ip = spec.pod_ip.clone().unwrap_or_else(|| self.allocate_ip());
         self.tell_tokenless();
         let options = JupyterOptions {
             ip: Some(ip.clone()),
@@ -431,6 +434,21 @@ impl PodProcesses {
             }
         }
         kids.len()
+    }
+
+    /// The pods (by uid) whose server exited on its own since the last call, with the exit
+    /// status; they no longer count as running (a kubelet would restart the container).
+    pub fn reap_exited(&self) -> Vec<(String, std::process::ExitStatus)> {
+        let mut inner = self.lock();
+        let exited: Vec<(String, std::process::ExitStatus)> = inner
+            .running
+            .iter_mut()
+            .filter_map(|(uid, r)| Some((uid.clone(), r.process.as_mut()?.exited()?)))
+            .collect();
+        for (uid, _) in &exited {
+            inner.running.remove(uid);
+        }
+        exited
     }
 
     /// The start info of a running pod.

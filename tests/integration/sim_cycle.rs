@@ -408,3 +408,76 @@ async fn with_jupyter_auth_token_a_pods_server_wants_the_token() {
     assert_eq!(exec(&jc, &kernel, "print(3)").await.trim(), "3");
     sim.shutdown().await;
 }
+
+/// A pod's server that dies on its own is shown and restarted as a kubelet does with a
+/// StatefulSet's pod: the container `terminated` (exit code 137 for SIGKILL, reason
+/// `Error`), then running again as a fresh process on the same pod IP, `restartCount` 1,
+/// the exit kept in `lastState.terminated`; the Workspace is Running again and its kernel
+/// memory is gone (a fresh session, not a restore).
+#[tokio::test]
+async fn a_server_that_dies_is_restarted_in_its_pod_as_a_fresh_process() {
+    let sim = start().await;
+    let client = kube::Client::try_from(sim.config().await.unwrap()).unwrap();
+    create_workspace(&client, "crashy", None).await;
+    wait_state(&client, "crashy", WorkspaceState::Running).await;
+    let jc = jupyter(&client, "crashy").await;
+    let kernel = jc.start_kernel(None).await.unwrap().id;
+    assert_eq!(
+        exec(&jc, &kernel, "x = 41\nprint(x + 1)").await.trim(),
+        "42"
+    );
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let selector = ListParams::default().labels(&format!("{WORKSPACE_LABEL}=crashy"));
+    let before = pods.list(&selector).await.unwrap().items.remove(0);
+    let ip = before.status.as_ref().unwrap().pod_ip.clone().unwrap();
+    let pid = server_pid(&sim, &client, "crashy").await;
+
+    // SAFETY: kill(2) on the server process this simulator started.
+    unsafe {
+        libc::kill(pid as i32, libc::SIGKILL);
+    }
+    let deadline = tokio::time::Instant::now() + BUDGET;
+    let after = loop {
+        let pod = pods.list(&selector).await.unwrap().items.remove(0);
+        let cs = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.container_statuses.clone());
+        if cs
+            .as_ref()
+            .is_some_and(|cs| cs[0].restart_count == 1 && cs[0].ready)
+        {
+            break pod;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not restarted within {BUDGET:?}: {:?}",
+            pod.status
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let status = after.status.as_ref().unwrap();
+    assert_eq!(
+        status.pod_ip.as_deref(),
+        Some(ip.as_str()),
+        "same pod, same IP"
+    );
+    let cs = &status.container_statuses.as_ref().unwrap()[0];
+    assert!(cs.state.as_ref().unwrap().running.is_some(), "{cs:?}");
+    let last = cs.last_state.as_ref().unwrap().terminated.as_ref().unwrap();
+    assert_eq!(last.exit_code, 137, "{last:?}");
+    assert_eq!(last.reason.as_deref(), Some("Error"));
+    assert_ne!(
+        server_pid(&sim, &client, "crashy").await,
+        pid,
+        "a new server process"
+    );
+    wait_state(&client, "crashy", WorkspaceState::Running).await;
+    // The kernel and its memory died with the server; a new kernel starts from nothing.
+    let jc = jupyter(&client, "crashy").await;
+    assert!(jc.kernels().await.unwrap().is_empty());
+    let kernel = jc.start_kernel(None).await.unwrap().id;
+    let out = exec(&jc, &kernel, "print('x' in globals())").await;
+    assert_eq!(out.trim(), "False");
+    sim.shutdown().await;
+}

@@ -1,10 +1,13 @@
 //! The kubelet of every simulated node: starts the process behind a bound pod (after the
 //! profile's start delay), reports phase, IP, container status and the Ready condition
 //! (readiness gates included), holds a pod whose ConfigMap volume is missing in
-//! `ContainerCreating` (a `FailedMount` event), and finishes graceful deletion, after which the pod's GPU
-//! is free again. A restored pod's `PodRestored` condition comes the profile's
-//! `pod_restored_after_ready_ms` after the pod turned Ready, as on GKE, which streams the
-//! memory in lazily and writes the condition last.
+//! `ContainerCreating` (a `FailedMount` event), and finishes graceful deletion, after which
+//! the pod's GPU is free again. A process that cannot start leaves its container waiting in
+//! `RunContainerError` with a Warning `Failed` event, tried again after the kubelet's
+//! back-off; one that exits on its own is shown `terminated` and restarted in the same pod
+//! (restart policy `Always`), in `CrashLoopBackOff` between tries. A restored pod's
+//! `PodRestored` condition comes the profile's `pod_restored_after_ready_ms` after the pod
+//! turned Ready, as on GKE, which streams the memory in lazily and writes the condition last.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -31,6 +34,8 @@ pub struct Kubelet {
     /// Pods (by uid) last seen Ready, whoever wrote it (the snapshot add-on writes `Ready`
     /// with its readiness gate, as upstream's), so each turn to Ready is noted once.
     ready: Mutex<std::collections::HashSet<String>>,
+    /// Pods (by uid) whose process failed to start, and how many times.
+    failed_starts: Mutex<HashMap<String, u32>>,
 }
 
 /// A restore whose `PodRestored` condition the kubelet has yet to write.
@@ -81,6 +86,10 @@ impl Kubelet {
             .unwrap_or_else(|e| e.into_inner())
             .remove(uid);
         self.pending_restored
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(uid);
+        self.failed_starts
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(uid);
@@ -251,8 +260,7 @@ impl Reconciler for Kubelet {
                 Ok(Some(s)) => s,
                 Ok(None) => return Next::After(Duration::from_millis(50)),
                 Err(message) => {
-                    self.fail_start(ctx, key, &message);
-                    return Next::Done;
+                    return Next::After(self.fail_start(ctx, key, &pod, &uid, &message));
                 }
             };
             for f in faults {
@@ -358,6 +366,9 @@ impl Reconciler for Kubelet {
                 .write_pod_restored(ctx, key, &uid)
                 .map_or(Next::Done, Next::After);
         }
+        if phase == "Running" && container_down(&pod) {
+            return self.restart(ctx, key, &pod, &uid, &node);
+        }
         if phase == "Running" {
             let want = gates_pass(&pod);
             if want != condition_true(&pod, "Ready") {
@@ -384,6 +395,238 @@ impl Reconciler for Kubelet {
         }
         Next::Done
     }
+}
+
+impl Kubelet {
+    /// Restarts the container of a Running pod whose process exited (restart policy
+    /// `Always`, as a StatefulSet's pods have): at once the first time, then after the
+    /// crash-loop back-off (10 s, doubling, at most 300 s), waiting in `CrashLoopBackOff`
+    /// with a Warning `BackOff` event meanwhile. The new server is a fresh process on the
+    /// pod's same IP and home volume; the container shows `restartCount` + 1 and the exit
+    /// in `lastState.terminated`.
+    fn restart(&self, ctx: &Ctx, key: &ObjKey, pod: &Value, uid: &str, node: &str) -> Next {
+        let prev = pod.pointer("/status/containerStatuses/0");
+        let restarts = prev
+            .and_then(|p| p.get("restartCount"))
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        let container = str_of(pod, "/spec/containers/0/name").unwrap_or("main");
+        let wait = if restarts == 0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs(10u64 << (restarts - 1).min(5)).min(MAX_BACKOFF)
+        };
+        let elapsed = self.elapsed_since_first_seen(uid, &format!("crash{restarts}"));
+        if elapsed < wait {
+            let waiting = prev.and_then(|p| str_of(p, "/state/waiting/reason"));
+            if waiting != Some("CrashLoopBackOff") {
+                let name = &key.name;
+                let ns = &key.namespace;
+                let message = format!(
+                    "back-off {} restarting failed container={container} pod={name}_{ns}({uid})",
+                    go_duration(wait)
+                );
+                let _ = ctx
+                    .store
+                    .modify(key.kind, key.ns(), &key.name, true, false, |cur| {
+                        let mut c = cur.clone();
+                        let cs = &mut c["status"]["containerStatuses"][0];
+                        if let Some(t) = cs.pointer("/state/terminated").cloned() {
+                            cs["lastState"] = json!({"terminated": t});
+                        }
+                        cs["state"] = json!({"waiting": {
+                            "reason": "CrashLoopBackOff", "message": message}});
+                        Ok(c)
+                    });
+                events::record(
+                    ctx,
+                    pod,
+                    "Warning",
+                    "BackOff",
+                    &format!(
+                        "Back-off restarting failed container {container} in pod {name}_{ns}({uid})"
+                    ),
+                    "kubelet",
+                );
+            }
+            return Next::After(wait - elapsed);
+        }
+        let started = match ctx.pods.poll_start(uid) {
+            Some(StartState::Starting) => return Next::After(Duration::from_millis(100)),
+            Some(StartState::Ready(s)) => s,
+            Some(StartState::Failed(e)) => {
+                return Next::After(self.fail_start(ctx, key, pod, uid, &e));
+            }
+            None => match ctx.pods.running(uid) {
+                Some(s) => s,
+                None => {
+                    let mut spec = jupyter_spec(ctx, pod);
+                    spec.pod_ip = str_of(pod, "/status/podIP").map(str::to_string);
+                    ctx.pods.begin_jupyter(uid, spec, true);
+                    return Next::After(Duration::from_millis(100));
+                }
+            },
+        };
+        let now = now_rfc3339();
+        let _ = ctx
+            .store
+            .modify(key.kind, key.ns(), &key.name, true, false, |cur| {
+                let mut c = cur.clone();
+                let cs = &mut c["status"]["containerStatuses"][0];
+                let last = cs
+                    .pointer("/state/terminated")
+                    .cloned()
+                    .map(|t| json!({"terminated": t}))
+                    .or_else(|| cs.get("lastState").cloned())
+                    .unwrap_or(json!({}));
+                cs["lastState"] = last;
+                cs["restartCount"] = json!(restarts + 1);
+                cs["ready"] = json!(true);
+                cs["started"] = json!(true);
+                cs["state"] = json!({"running": {"startedAt": now}});
+                set_condition(&mut c, "ContainersReady", "True", None, None, &now);
+                let ready = gates_pass(&c);
+                set_condition(
+                    &mut c,
+                    "Ready",
+                    if ready { "True" } else { "False" },
+                    (!ready).then_some("ReadinessGatesNotReady"),
+                    None,
+                    &now,
+                );
+                Ok(c)
+            });
+        tracing::info!(pod = %key.name, restarts = restarts + 1, ip = %started.pod_ip, "container restarted");
+        if is_workspace_pod(pod) {
+            ctx.truth.record(
+                Transition::ColdStarted,
+                key.ns(),
+                &key.name,
+                Some(node),
+                None,
+            );
+        }
+        if let Some(p) = ctx.store.find(key.kind, key.ns(), &key.name) {
+            self.note_ready(ctx, key, uid, node, condition_true(&p, "Ready"));
+        }
+        Next::Done
+    }
+}
+
+/// Whether a Running pod's container is down: terminated (its process exited) or waiting
+/// to be started again.
+fn container_down(pod: &Value) -> bool {
+    pod.pointer("/status/containerStatuses/0/state")
+        .is_some_and(|s| s.get("terminated").is_some() || s.get("waiting").is_some())
+}
+
+/// Watches the pod processes for one that exits on its own (every second, until the
+/// simulator stops) and shows it on its pod as a kubelet does: the container `terminated`
+/// (exit code, reason `Error`, start and finish times), not ready, the pod not Ready. The
+/// kubelet's reconcile, woken by that write, restarts the container ([`Kubelet::restart`]).
+pub fn watch_processes(ctx: Ctx) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut shutdown = ctx.shutdown.clone();
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = shutdown.changed() => return,
+            }
+            for (uid, status) in ctx.pods.reap_exited() {
+                show_exit(&ctx, &uid, status);
+            }
+        }
+    })
+}
+
+fn show_exit(ctx: &Ctx, uid: &str, status: std::process::ExitStatus) {
+    use std::os::unix::process::ExitStatusExt;
+    let Some(pod) = ctx
+        .store
+        .all(kind("Pod"), None)
+        .into_iter()
+        .find(|p| agent::uid_of(p) == uid)
+    else {
+        return;
+    };
+    // A container's exit code: its own, or 128 + the signal that ended it.
+    let code = status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1);
+    let key = ObjKey::of(kind("Pod"), &pod);
+    let container = str_of(&pod, "/spec/containers/0/name").unwrap_or("main");
+    let unready = format!("containers with unready status: [{container}]");
+    let now = now_rfc3339();
+    tracing::warn!(pod = %key.name, code, "the pod's server exited on its own");
+    let _ = ctx
+        .store
+        .modify(key.kind, key.ns(), &key.name, true, false, |cur| {
+            let mut c = cur.clone();
+            let cs = &mut c["status"]["containerStatuses"][0];
+            let started_at = cs
+                .pointer("/state/running/startedAt")
+                .cloned()
+                .unwrap_or(json!(null));
+            cs["ready"] = json!(false);
+            cs["started"] = json!(false);
+            cs["state"] = json!({"terminated": {
+                "exitCode": code, "reason": "Error", "startedAt": started_at,
+                "finishedAt": now, "containerID": format!("sim://{uid}"),
+            }});
+            for type_ in ["ContainersReady", "Ready"] {
+                set_condition(
+                    &mut c,
+                    type_,
+                    "False",
+                    Some("ContainersNotReady"),
+                    Some(&unready),
+                    &now,
+                );
+            }
+            Ok(c)
+        });
+}
+
+/// A whole-second duration as Go prints it in the kubelet's messages: `10s`, `5m0s`.
+fn go_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    if s < 60 {
+        format!("{s}s")
+    } else {
+        format!("{}m{}s", s / 60, s % 60)
+    }
+}
+
+/// The kubelet's longest back-off between two tries of a container (`MaxContainerBackOff`).
+const MAX_BACKOFF: Duration = Duration::from_secs(300);
+
+/// The runtime's error as a container status and an event carry it: the first line and
+/// the last three lines of the server log at most, with any `token=` value blanked.
+fn start_failure_message(error: &str) -> String {
+    let mut lines: Vec<&str> = error.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.len() > 4 {
+        let tail = lines.split_off(lines.len() - 3);
+        lines.truncate(1);
+        lines.extend(tail);
+    }
+    let text = lines.join("\n");
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(i) = rest.find("token=") {
+        out.push_str(&rest[..i + "token=".len()]);
+        rest = &rest[i + "token=".len()..];
+        let end = rest
+            .find(|c: char| c.is_whitespace() || c == '&' || c == '"' || c == '\'')
+            .unwrap_or(rest.len());
+        if end > 0 {
+            out.push_str("[redacted]");
+        }
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The label every workspace pod carries.
@@ -509,27 +752,73 @@ impl Kubelet {
             });
     }
 
-    /// The container could not start: report it as a waiting container with a reason.
-    fn fail_start(&self, ctx: &Ctx, key: &ObjKey, message: &str) {
+    /// A pod whose process could not start, shown as a kubelet shows a container the
+    /// runtime could not start: the container `waiting` in `RunContainerError` with the
+    /// runtime's message, `ContainersReady` and `Ready` False ("containers with unready
+    /// status: [main]"), the phase still Pending, and a Warning `Failed` event from the
+    /// kubelet, "Error: <message>" (which the workspace controller turns into the Workspace's
+    /// state message). The start is tried again after the kubelet's back-off: 10 s, doubling
+    /// on each failure, at most 300 s. Returns that back-off.
+    fn fail_start(
+        &self,
+        ctx: &Ctx,
+        key: &ObjKey,
+        pod: &Value,
+        uid: &str,
+        message: &str,
+    ) -> Duration {
+        let failures = {
+            let mut f = self.failed_starts.lock().unwrap_or_else(|e| e.into_inner());
+            let n = f.entry(uid.to_string()).or_insert(0);
+            *n += 1;
+            *n
+        };
+        let backoff = Duration::from_secs(10u64 << (failures - 1).min(5)).min(MAX_BACKOFF);
+        let message = start_failure_message(message);
+        let container = str_of(pod, "/spec/containers/0/name").unwrap_or("main");
+        let image = str_of(pod, "/spec/containers/0/image").unwrap_or("");
+        let unready = format!("containers with unready status: [{container}]");
         let now = now_rfc3339();
         let _ = ctx
             .store
             .modify(key.kind, key.ns(), &key.name, true, false, |cur| {
                 let mut c = cur.clone();
+                let prev = cur.pointer("/status/containerStatuses/0");
+                let restarts = prev
+                    .and_then(|p| p.get("restartCount"))
+                    .cloned()
+                    .unwrap_or(json!(0));
+                let last = prev
+                    .and_then(|p| p.get("lastState"))
+                    .cloned()
+                    .unwrap_or(json!({}));
                 c["status"]["containerStatuses"] = json!([{
-                    "name": "main", "ready": false, "restartCount": 0, "image": "", "imageID": "",
+                    "name": container, "ready": false, "restartCount": restarts,
+                    "started": false, "image": image, "imageID": "", "lastState": last,
                     "state": {"waiting": {"reason": "RunContainerError", "message": message}},
                 }]);
-                set_condition(
-                    &mut c,
-                    "Ready",
-                    "False",
-                    Some("ContainersNotReady"),
-                    Some(message),
-                    &now,
-                );
+                for type_ in ["ContainersReady", "Ready"] {
+                    set_condition(
+                        &mut c,
+                        type_,
+                        "False",
+                        Some("ContainersNotReady"),
+                        Some(&unready),
+                        &now,
+                    );
+                }
                 Ok(c)
             });
+        events::record(
+            ctx,
+            pod,
+            "Warning",
+            "Failed",
+            &format!("Error: {message}"),
+            "kubelet",
+        );
+        tracing::warn!(pod = %key.name, failures, ?backoff, "{message}");
+        backoff
     }
 }
 
@@ -595,6 +884,7 @@ fn jupyter_spec(ctx: &Ctx, pod: &Value) -> JupyterSpec {
         token,
         port,
         etc_jupyter: etc_jupyter_mounts(ctx, pod),
+        pod_ip: None,
     }
 }
 
@@ -688,4 +978,33 @@ fn leak_gpus(ctx: &Ctx, node: &str, gpus: i64) {
             c["metadata"]["annotations"][LEAKED_GPUS] = json!((before + gpus).to_string());
             Ok(c)
         });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_start_failure_keeps_its_first_and_last_lines_and_no_token() {
+        let error = "jupyter lab (pid 7) exited with exit status: 1 before it answered; log tail:\n\
+                     line a\nline b\n  http://10.0.0.1:8888/lab?token=s3cret&x=1 and token=abc\n\
+                     line d\nOSError: [Errno 98] Address already in use";
+        let m = start_failure_message(error);
+        assert!(!m.contains("s3cret") && !m.contains("abc"), "{m}");
+        assert!(m.starts_with("jupyter lab (pid 7) exited"), "{m}");
+        assert!(m.ends_with("Address already in use"), "{m}");
+        assert!(!m.contains("line a") && !m.contains("line b"), "{m}");
+        assert!(
+            m.contains("token=[redacted]&x=1 and token=[redacted]"),
+            "{m}"
+        );
+        assert_eq!(start_failure_message("short"), "short");
+    }
+
+    #[test]
+    fn back_offs_read_as_go_prints_them() {
+        assert_eq!(go_duration(Duration::from_secs(10)), "10s");
+        assert_eq!(go_duration(Duration::from_secs(160)), "2m40s");
+        assert_eq!(go_duration(MAX_BACKOFF), "5m0s");
+    }
 }

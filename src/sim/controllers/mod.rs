@@ -236,6 +236,7 @@ pub fn start_all(ctx: &Ctx) -> Vec<tokio::task::JoinHandle<()>> {
         spawn(ctx.clone(), statefulset::StatefulSetController),
         spawn(ctx.clone(), scheduler::Scheduler),
         spawn(ctx.clone(), kubelet::Kubelet::default()),
+        kubelet::watch_processes(ctx.clone()),
         spawn(ctx.clone(), agent::Agent::default()),
         spawn(ctx.clone(), addon::SnapshotAddon::default()),
         spawn(ctx.clone(), quota::QuotaController),

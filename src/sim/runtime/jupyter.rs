@@ -386,6 +386,12 @@ impl JupyterProcess {
             .is_some()
     }
 
+    /// The server's exit status once it has exited on its own (reaped here), else `None`.
+    /// A frozen server has not exited.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.as_mut()?.try_wait().ok().flatten()
+    }
+
     /// Kills the server and every descendant with SIGKILL and reaps the server.
     pub fn kill(&mut self) -> Result<(), JupyterProcessError> {
         let result = freeze::kill_tree(self.pid).map_err(|source| JupyterProcessError::Signal {
