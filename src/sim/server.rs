@@ -247,6 +247,7 @@ impl SimHandle {
                 .as_ref()
                 .and_then(|p| p.profile.enforced_rbac()),
             counters: counters.clone(),
+            pods: ctx.as_ref().map(|c| c.pods.clone()),
         };
         let app = api::router(state);
         let server = axum_server::Handle::new();

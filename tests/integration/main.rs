@@ -16,6 +16,7 @@ mod gate;
 mod interrupt;
 mod kubectl;
 mod ownership;
+mod pod_streams;
 mod python_client;
 mod rbac;
 mod report;

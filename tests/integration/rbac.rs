@@ -62,6 +62,20 @@ async fn enforcement_refuses_what_the_rules_do_not_allow_with_the_real_403() {
         .await
         .expect("list workspaces in the test namespace is allowed");
 
+    // A WebSocket exec needs `get` and `create` on pods/exec; the deployed rules grant neither.
+    let refused = Api::<Pod>::namespaced(client.clone(), NS)
+        .exec("any-pod", ["true"], &kube::api::AttachParams::default())
+        .await;
+    let Err(e) = refused else {
+        panic!("exec is outside the deployed rules")
+    };
+    assert_eq!(
+        api_error(e).message,
+        format!(
+            "pods \"any-pod\" is forbidden: User \"{USER}\" cannot get resource \"pods/exec\" in API group \"\" in the namespace \"{NS}\""
+        )
+    );
+
     // Outside: cluster-scoped, another namespace, a subresource.
     let s = api_error(
         Api::<WorkspaceKind>::all(client.clone())

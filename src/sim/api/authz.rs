@@ -112,6 +112,19 @@ impl Attributes {
         })
     }
 
+    /// The second check of a WebSocket upgrade (a `GET`) to exec, attach or port-forward:
+    /// `create` on the same subresource, besides `get`
+    /// (`AuthorizePodWebsocketUpgradeCreatePermission`, beta and on by default since 1.35), so
+    /// a role that only reads cannot open a shell.
+    pub fn also_create(&self) -> Option<Self> {
+        let streaming =
+            ["pods/exec", "pods/attach", "pods/portforward"].contains(&self.resource.as_str());
+        (self.verb == "get" && streaming).then(|| Self {
+            verb: "create",
+            ..self.clone()
+        })
+    }
+
     fn allowed_by(&self, rbac: &DeployRbac) -> bool {
         rbac.allows_in(
             self.verb,
@@ -155,7 +168,11 @@ pub async fn authorize(AxState(state): AxState<State>, req: Request, next: Next)
         Ok(Target::Resource(p)) => Attributes::of(req.method(), &p, req.uri().query()),
         _ => None,
     };
-    if let Some(a) = attrs {
+    let checks = attrs.into_iter().flat_map(|a| {
+        let create = a.also_create();
+        std::iter::once(a).chain(create)
+    });
+    for a in checks {
         let allowed = state.rbac.is_none_or(|r| a.allowed_by(r));
         state.audit.record(AuditEntry {
             verb: a.verb.to_string(),
@@ -325,6 +342,29 @@ mod tests {
             ("get", Some("wsgate-test"), Some("wsgate-test"))
         );
         assert_eq!(attrs(Method::PUT, "/api/v1/nodes/x", None).verb, "update");
+    }
+
+    #[test]
+    fn websocket_exec_and_port_forward_need_get_and_create() {
+        for sub in ["exec", "portforward"] {
+            let a = attrs(
+                Method::GET,
+                &format!("/api/v1/namespaces/n/pods/p/{sub}"),
+                Some("command=ls"),
+            );
+            assert_eq!(
+                (a.verb, a.resource.as_str()),
+                ("get", &*format!("pods/{sub}"))
+            );
+            let also = a.also_create().unwrap();
+            assert_eq!(
+                (also.verb, also.resource),
+                ("create", format!("pods/{sub}"))
+            );
+        }
+        assert!(path::parse("/api/v1/namespaces/n/secrets/s/exec").is_err());
+        let log = attrs(Method::GET, "/api/v1/namespaces/n/pods/p", None);
+        assert!(log.also_create().is_none());
     }
 
     #[test]

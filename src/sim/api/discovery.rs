@@ -154,6 +154,21 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
                 "verbs": STATUS_VERBS,
             }));
         }
+        if k.kind == "Pod" && k.group.is_empty() {
+            // Served over WebSockets (api::stream), as a real API server lists them.
+            for (sub, kind) in [
+                ("exec", "PodExecOptions"),
+                ("portforward", "PodPortForwardOptions"),
+            ] {
+                resources.push(json!({
+                    "name": format!("pods/{sub}"),
+                    "singularName": "",
+                    "namespaced": true,
+                    "kind": kind,
+                    "verbs": ["create", "get"],
+                }));
+            }
+        }
     }
     let group_version = if group.is_empty() {
         version.to_string()

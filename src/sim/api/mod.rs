@@ -9,6 +9,7 @@ pub mod patch;
 pub mod path;
 pub mod query;
 pub mod resource;
+pub mod stream;
 pub mod table;
 pub mod watch;
 
@@ -50,6 +51,8 @@ pub struct State {
     pub rbac: Option<&'static crate::platform::rbac::DeployRbac>,
     /// What those faults did, and how clients listed and watched.
     pub counters: Arc<FaultCounters>,
+    /// The pod processes and volumes, for exec (`None` for an API-only simulator).
+    pub pods: Option<Arc<crate::sim::pods::PodProcesses>>,
 }
 
 /// Counts of what the API faults did and of list and watch requests, so that tests can
@@ -174,6 +177,14 @@ pub fn router(state: State) -> Router {
         .route("/sim/v1/truth", get(truth))
         .route("/sim/v1/audit", get(audit))
         .route("/storage/v1/b/{bucket}/o", get(bucket_objects))
+        .route(
+            "/api/v1/namespaces/{ns}/pods/{name}/exec",
+            axum::routing::any(stream::exec),
+        )
+        .route(
+            "/api/v1/namespaces/{ns}/pods/{name}/portforward",
+            axum::routing::any(stream::portforward),
+        )
         .fallback(resources)
         .layer(middleware::from_fn_with_state(state.clone(), inject_errors))
         .layer(middleware::from_fn_with_state(

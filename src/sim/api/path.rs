@@ -67,8 +67,10 @@ pub fn parse(path: &str) -> Result<Target, ApiError> {
     if namespace.is_some() && !kind.namespaced {
         return Err(not_found());
     }
+    let streams = kind.kind == "Pod" && matches!(sub, Some("exec" | "portforward"));
     if let Some(sub) = sub
         && !(sub == "status" && kind.status)
+        && !streams
     {
         return Err(not_found());
     }

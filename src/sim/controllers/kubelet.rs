@@ -831,8 +831,17 @@ fn env_value<'a>(pod: &'a Value, name: &str) -> Option<&'a Value> {
 
 /// Reads `key` of Secret `name` in `namespace` from the store (base64 `data`).
 fn secret_value(ctx: &Ctx, namespace: &str, name: &str, key: &str) -> Option<String> {
+    secret_in(&ctx.store, namespace, name, key)
+}
+
+fn secret_in(
+    store: &crate::sim::store::Store,
+    namespace: &str,
+    name: &str,
+    key: &str,
+) -> Option<String> {
     use base64::Engine;
-    let secret = ctx.store.find(kind("Secret"), Some(namespace), name)?;
+    let secret = store.find(kind("Secret"), Some(namespace), name)?;
     let encoded = secret.pointer("/data")?.get(key)?.as_str()?;
     let raw = base64::engine::general_purpose::STANDARD
         .decode(encoded)
@@ -842,10 +851,11 @@ fn secret_value(ctx: &Ctx, namespace: &str, name: &str, key: &str) -> Option<Str
 
 /// What the runtime needs to start a workspace pod's Jupyter server: its home PVC, the
 /// `NB_PREFIX` path, the token from `JUPYTER_TOKEN` (resolving a secretKeyRef) and the port.
-fn jupyter_spec(ctx: &Ctx, pod: &Value) -> JupyterSpec {
-    let ns = str_of(pod, "/metadata/namespace").unwrap_or("default");
+/// The PVC a pod's home volume comes from: the volume `home-volume`, else its first PVC
+/// volume (`no-home` when it has none).
+pub(crate) fn home_claim(pod: &Value) -> &str {
     let volumes = pod.pointer("/spec/volumes").and_then(Value::as_array);
-    let claim = volumes
+    volumes
         .into_iter()
         .flatten()
         .find(|v| str_of(v, "/name") == Some("home-volume"))
@@ -856,7 +866,37 @@ fn jupyter_spec(ctx: &Ctx, pod: &Value) -> JupyterSpec {
                 .find(|v| v.get("persistentVolumeClaim").is_some())
         })
         .and_then(|v| str_of(v, "/persistentVolumeClaim/claimName"))
-        .unwrap_or("no-home");
+        .unwrap_or("no-home")
+}
+
+/// The first container's environment as its process gets it: each `value`, and each
+/// `valueFrom.secretKeyRef` read from the store (one that cannot be read is left out).
+pub(crate) fn container_env(
+    store: &crate::sim::store::Store,
+    pod: &Value,
+) -> Vec<(String, String)> {
+    let ns = str_of(pod, "/metadata/namespace").unwrap_or("default");
+    pod.pointer("/spec/containers/0/env")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            let name = str_of(e, "/name")?.to_string();
+            let value = match str_of(e, "/value") {
+                Some(v) => v.to_string(),
+                None => {
+                    let r = e.pointer("/valueFrom/secretKeyRef")?;
+                    secret_in(store, ns, str_of(r, "/name")?, str_of(r, "/key")?)?
+                }
+            };
+            Some((name, value))
+        })
+        .collect()
+}
+
+fn jupyter_spec(ctx: &Ctx, pod: &Value) -> JupyterSpec {
+    let ns = str_of(pod, "/metadata/namespace").unwrap_or("default");
+    let claim = home_claim(pod);
     let ws = pod
         .pointer("/metadata/labels")
         .and_then(|l| l.get(WORKSPACE_LABEL))
