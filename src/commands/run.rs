@@ -408,6 +408,8 @@ pub(crate) async fn start_simulator_with(
     };
     if cfg.sim.enforce_rbac {
         profile.rbac.enforce = crate::sim::profile::RbacEnforce::Deploy;
+        // deploy/components/port-forward, which such a harness is deployed with.
+        profile.rbac.port_forward = cfg.session.connect != crate::config::SessionConnect::PodIp;
     }
     edit(&mut profile);
     let mut opts = SimOptions::with_platform();

@@ -50,8 +50,9 @@ pub use profile::PROFILES_DIR;
 pub use request::{LoadRequest, Override};
 pub use resolved::Resolved;
 pub use types::{
-    ApiConfig, Budgets, Config, Keep, Model, ReportFormat, ReportsConfig, RunConfig, SimConfig,
-    SimRuntime, SqueezeConfig, SqueezeMethod, TargetConfig, TargetKind, WorkspaceConfig,
+    ApiConfig, Budgets, Config, Keep, Model, ReportFormat, ReportsConfig, RunConfig, SessionConfig,
+    SessionConnect, SimConfig, SimRuntime, SqueezeConfig, SqueezeMethod, TargetConfig, TargetKind,
+    WorkspaceConfig,
 };
 
 /// The embedded defaults file, every key commented (what it does, its env var and its flag).

@@ -12,6 +12,7 @@ pub(crate) const SECTIONS: &[&str] = &[
     "workspace",
     "budgets",
     "squeeze",
+    "session",
     "run",
     "reports",
 ];
@@ -46,6 +47,7 @@ pub(crate) const TARGET_KINDS: &[&str] = &["sim", "cluster"];
 pub(crate) const SIM_RUNTIMES: &[&str] = &["jupyter", "none"];
 pub(crate) const MODELS: &[&str] = &["sim-tiny", "qwen2.5-3b-t4"];
 pub(crate) const SQUEEZE_METHODS: &[&str] = &["quota", "placeholder-pods", "taint"];
+pub(crate) const SESSION_CONNECT: &[&str] = &["auto", "pod-ip", "port-forward"];
 pub(crate) const KEEP: &[&str] = &["never", "failed", "always"];
 pub(crate) const REPORT_FORMATS: &[&str] = &["junit", "json", "markdown", "html"];
 
@@ -105,6 +107,7 @@ pub(crate) static KEYS: &[KeySpec] = &[
     req("budgets", "idle_pause", Kind::Seconds),
     req("budgets", "drill_resume", Kind::Seconds),
     req("squeeze", "method", Kind::OneOf(SQUEEZE_METHODS)),
+    req("session", "connect", Kind::OneOf(SESSION_CONNECT)),
     req("run", "keep", Kind::OneOf(KEEP)),
     req("run", "concurrency", Kind::Count { min: 1, max: 256 }),
     req("run", "fail_fast", Kind::Bool),

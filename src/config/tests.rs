@@ -116,6 +116,10 @@ fn schema_and_config_types_agree() {
         schema::SQUEEZE_METHODS
     );
     assert_eq!(
+        spell(SessionConnect::ALL.iter().map(|v| v.as_str()).collect()),
+        schema::SESSION_CONNECT
+    );
+    assert_eq!(
         spell(Keep::ALL.iter().map(|v| v.as_str()).collect()),
         schema::KEEP
     );

@@ -26,6 +26,8 @@ pub struct Config {
     pub budgets: Budgets,
     /// How GPU scarcity is produced in the capacity scenarios.
     pub squeeze: SqueezeConfig,
+    /// How the harness reaches Jupyter in a workspace pod.
+    pub session: SessionConfig,
     /// How the suite runs.
     pub run: RunConfig,
     /// Where and in which formats reports are written.
@@ -168,6 +170,14 @@ pub struct SqueezeConfig {
     pub method: SqueezeMethod,
 }
 
+/// `[session]`: how the harness reaches Jupyter in a workspace pod.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionConfig {
+    /// The path to the pod's Jupyter port.
+    pub connect: SessionConnect,
+}
+
 /// `[run]`: how the suite runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -266,6 +276,18 @@ closed_set! {
         PlaceholderPods = "placeholder-pods",
         /// A NoSchedule taint on the GPU nodes.
         Taint = "taint",
+    }
+}
+
+closed_set! {
+    /// `session.connect`.
+    SessionConnect {
+        /// The pod's address when it answers, else the API server's port-forward.
+        Auto = "auto",
+        /// `http://<pod IP>:<port>` only (the harness runs inside the cluster network).
+        PodIp = "pod-ip",
+        /// Through the API server's `pods/portforward` only (`create` on it needed).
+        PortForward = "port-forward",
     }
 }
 

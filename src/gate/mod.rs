@@ -121,7 +121,21 @@ pub fn model(cfg: &Config) -> Model {
     }
 }
 
-/// A Jupyter client for the workspace's current (not terminating) pod.
+/// Prints the way Jupyter is reached the first time each way is taken in this process.
+fn say_route_once(route: &crate::platform::forward::Route) {
+    use std::sync::Mutex;
+    static SAID: Mutex<Vec<std::mem::Discriminant<crate::platform::forward::Route>>> =
+        Mutex::new(Vec::new());
+    let kind = std::mem::discriminant(route);
+    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+    if !said.contains(&kind) {
+        said.push(kind);
+        println!("session: {}", route.describe());
+    }
+}
+
+/// A Jupyter client for the workspace's current (not terminating) pod, reached the way
+/// `session.connect` says ([`crate::platform::forward`]).
 pub async fn jupyter_for(
     client: &kube::Client,
     cfg: &Config,
@@ -138,11 +152,16 @@ pub async fn jupyter_for(
                 "workspace {namespace}/{name} has no running pod to reach Jupyter on"
             ))
         })?;
-    let url = ws::jupyter_url(pod, namespace, name).ok_or_else(|| {
-        GateError::Gone(format!(
-            "the pod of workspace {namespace}/{name} has no IP yet"
-        ))
-    })?;
+    let route = crate::platform::forward::route(client, cfg.session.connect, pod, ws::JUPYTER_PORT)
+        .await
+        .map_err(|e| match e {
+            crate::platform::forward::ForwardError::NoAddress(_) => GateError::Gone(format!(
+                "the pod of workspace {namespace}/{name} has no IP yet"
+            )),
+            other => GateError::Config(format!("session.connect: {other}")),
+        })?;
+    say_route_once(&route);
+    let url = ws::jupyter_url_at(route.addr(), namespace, name);
     let options = ClientOptions {
         insecure_skip_tls_verify: cfg.target.insecure_skip_tls_verify,
         // No single REST request outlives the budget for reaching the kernel.

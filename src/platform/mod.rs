@@ -5,6 +5,7 @@
 pub mod attempts;
 pub mod crd;
 pub mod doctor;
+pub mod forward;
 pub mod gpu;
 pub mod idempotent;
 pub mod idle;

@@ -15,6 +15,9 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
 pub const ROLE_YAML: &str = include_str!("../../deploy/base/role.yaml");
 /// `deploy/base/clusterrole.yaml`: the cluster-wide reads.
 pub const CLUSTER_ROLE_YAML: &str = include_str!("../../deploy/base/clusterrole.yaml");
+/// The Role of `deploy/components/port-forward`.
+pub const PORT_FORWARD_ROLE_YAML: &str =
+    include_str!("../../deploy/components/port-forward/role.yaml");
 /// The ServiceAccount the deploy manifests bind both roles to (in the Role's namespace).
 pub const SERVICE_ACCOUNT: &str = "wsgate";
 
@@ -205,6 +208,29 @@ impl DeployRbac {
         &EMBEDDED
     }
 
+    /// The rules of `deploy/base` plus `deploy/components/port-forward` (what
+    /// `session.connect` other than `pod-ip` needs).
+    pub fn embedded_with_port_forward() -> &'static DeployRbac {
+        static WITH: LazyLock<DeployRbac> = LazyLock::new(|| {
+            let mut rbac = DeployRbac::embedded().clone();
+            let file = "deploy/components/port-forward/role.yaml";
+            let role: Role = serde_saphyr::from_str(PORT_FORWARD_ROLE_YAML)
+                .expect("deploy/components/port-forward/role.yaml is valid (tested)");
+            let scope = Scope::Namespace(rbac.namespace.clone());
+            flatten(
+                file,
+                role.rules.as_deref().unwrap_or_default(),
+                &scope,
+                &mut rbac.permissions,
+            )
+            .expect("deploy/components/port-forward/role.yaml has no wildcards (tested)");
+            rbac.permissions.sort();
+            rbac.permissions.dedup();
+            rbac
+        });
+        &WITH
+    }
+
     /// The namespace the Role (and the ServiceAccount) live in.
     pub fn namespace(&self) -> &str {
         &self.namespace
@@ -282,6 +308,24 @@ pub fn permissions() -> &'static [Permission] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_port_forward_component_adds_get_and_create_on_pods_portforward_only() {
+        let base = DeployRbac::embedded();
+        let with = DeployRbac::embedded_with_port_forward();
+        for verb in ["get", "create"] {
+            assert!(!base.allows_in(verb, "", "pods/portforward", Some("wsgate-test")));
+            assert!(with.allows_in(verb, "", "pods/portforward", Some("wsgate-test")));
+            assert!(!with.allows_in(verb, "", "pods/portforward", Some("default")));
+        }
+        assert!(!with.allows_in("create", "", "pods/exec", Some("wsgate-test")));
+        let added: Vec<&Permission> = with
+            .permissions()
+            .iter()
+            .filter(|p| !base.permissions().contains(p))
+            .collect();
+        assert_eq!(added.len(), 2, "{added:?}");
+    }
 
     #[test]
     fn embedded_rules_parse_and_scope_correctly() {

@@ -316,6 +316,12 @@ pub fn jupyter_url(pod: &Pod, namespace: &str, name: &str) -> Option<String> {
     ))
 }
 
+/// The Jupyter URL of workspace `namespace/name` reached at `addr` (the pod's address, or
+/// a local port-forward to it).
+pub fn jupyter_url_at(addr: std::net::SocketAddr, namespace: &str, name: &str) -> String {
+    format!("http://{addr}{}", path_prefix(namespace, name))
+}
+
 /// Sets one annotation on the Workspace wsgate created (`uid`) with a merge patch.
 pub async fn annotate(
     client: &kube::Client,

@@ -206,6 +206,10 @@ pub enum RbacEnforce {
 pub struct Rbac {
     #[serde(default)]
     pub enforce: RbacEnforce,
+    /// With `enforce = "deploy"`, also the rules of `deploy/components/port-forward` (a
+    /// harness whose `session.connect` may port-forward).
+    #[serde(default)]
+    pub port_forward: bool,
 }
 
 /// The GKE Workspaces snapshot add-on's settings (its flags in
@@ -312,6 +316,9 @@ impl SimProfile {
     pub fn enforced_rbac(&self) -> Option<&'static crate::platform::rbac::DeployRbac> {
         match self.rbac.enforce {
             RbacEnforce::Off => None,
+            RbacEnforce::Deploy if self.rbac.port_forward => {
+                Some(crate::platform::rbac::DeployRbac::embedded_with_port_forward())
+            }
             RbacEnforce::Deploy => Some(crate::platform::rbac::DeployRbac::embedded()),
         }
     }

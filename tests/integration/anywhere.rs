@@ -85,6 +85,10 @@ fn a_copy_of_the_binary_runs_the_suite_from_an_empty_directory() {
     let out = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
     assert!(out.contains("1 scenarios: 1 passed, 0 failed"), "{out}");
+    assert!(
+        out.contains("session: reaching Jupyter at the pod's address"),
+        "session.connect = auto on a reachable pod network: {out}"
+    );
     let run_dirs: Vec<_> = std::fs::read_dir(&reports)
         .unwrap()
         .map(|e| e.unwrap().path())

@@ -72,7 +72,8 @@ fn check_document(doc: &Value, what: &str) -> String {
         doc["apiVersion"].as_str().unwrap_or_default(),
         kind.as_str(),
     ) {
-        ("kustomize.config.k8s.io/v1beta1", "Kustomization") => {
+        ("kustomize.config.k8s.io/v1beta1", "Kustomization")
+        | ("kustomize.config.k8s.io/v1alpha1", "Component") => {
             assert!(
                 doc["resources"].is_array(),
                 "{what}: a kustomization lists resources"
@@ -351,11 +352,29 @@ async fn server_dry_run_of_base_and_overlays_succeeds_and_persists_nothing() {
     sim.write_kubeconfig(&kubeconfig).expect("kubeconfig");
     let cache = dir.path().join("kube-cache");
     let rv_before = sim.store().resource_version();
+    // base/ with components/port-forward, as an overlay for session.connect adds it.
+    let with_pf = dir.path().join("with-port-forward");
+    std::fs::create_dir_all(&with_pf).unwrap();
+    // kustomize takes no absolute paths: links to base/ and the component.
+    std::os::unix::fs::symlink(deploy_dir().join("base"), with_pf.join("base")).unwrap();
+    std::os::unix::fs::symlink(
+        deploy_dir().join("components/port-forward"),
+        with_pf.join("port-forward"),
+    )
+    .unwrap();
+    std::fs::write(
+        with_pf.join("kustomization.yaml"),
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
+         resources:\n  - base\ncomponents:\n  - port-forward\n",
+    )
+    .unwrap();
+    let with_pf = with_pf.display().to_string();
     for target in [
         "deploy/base",
         "deploy/overlays/nightly",
         "deploy/overlays/gate",
         "deploy/overlays/drill",
+        with_pf.as_str(),
     ] {
         let (ok, out, err) = kubectl(
             &cache,
@@ -395,6 +414,14 @@ async fn server_dry_run_of_base_and_overlays_succeeds_and_persists_nothing() {
                 out.contains("job.batch/wsgate-drill created (server dry run)"),
                 "{out}"
             ),
+            t if t == with_pf => {
+                for line in [
+                    "role.rbac.authorization.k8s.io/wsgate-port-forward created (server dry run)",
+                    "rolebinding.rbac.authorization.k8s.io/wsgate-port-forward created (server dry run)",
+                ] {
+                    assert!(out.contains(line), "no `{line}` in:\n{out}");
+                }
+            }
             _ => {}
         }
     }

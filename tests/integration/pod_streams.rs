@@ -182,6 +182,45 @@ async fn exec_and_port_forward_reach_the_pod_through_kube_rs() {
     sim.shutdown().await;
 }
 
+/// `session.connect`: the pod's address, `auto` (which takes it, the simulated pod network
+/// being reachable) and a local port-forward through the API server; Jupyter answers on each.
+#[tokio::test]
+async fn each_session_connect_route_reaches_jupyter() {
+    use wsgate::config::SessionConnect;
+    use wsgate::platform::forward::{self, Route};
+    let (sim, client, pod) = running_pod("routes").await;
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let mut seen = Vec::new();
+    for connect in [
+        SessionConnect::PodIp,
+        SessionConnect::Auto,
+        SessionConnect::PortForward,
+    ] {
+        let route = forward::route(&client, connect, &pod, ws::JUPYTER_PORT)
+            .await
+            .unwrap();
+        let url = format!(
+            "{}api/status",
+            ws::jupyter_url_at(route.addr(), NS, "routes")
+        );
+        let answer = http.get(&url).send().await.unwrap();
+        assert_eq!(answer.status(), 200, "{connect:?}: {url}");
+        seen.push(route);
+    }
+    let ip = pod.status.as_ref().unwrap().pod_ip.clone().unwrap();
+    assert!(matches!(&seen[0], Route::PodIp(a) if a.ip().to_string() == ip));
+    assert_eq!(
+        seen[1], seen[0],
+        "auto takes the pod's address when it answers"
+    );
+    assert!(
+        matches!(&seen[2], Route::PortForward { local, because: None } if local.ip().is_loopback()),
+        "{:?}",
+        seen[2]
+    );
+    sim.shutdown().await;
+}
+
 #[tokio::test]
 async fn kubectl_exec_runs_in_the_pod_and_returns_its_exit_code() {
     if std::process::Command::new("kubectl")

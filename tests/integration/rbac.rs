@@ -76,6 +76,28 @@ async fn enforcement_refuses_what_the_rules_do_not_allow_with_the_real_403() {
         )
     );
 
+    // A port-forward for session.connect: refused without deploy/components/port-forward,
+    // and the harness says what to grant.
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "any-pod", "namespace": NS, "uid": "u-1"},
+        "status": {"podIP": "127.0.0.1"},
+    }))
+    .unwrap();
+    let refused = wsgate::platform::forward::route(
+        &client,
+        wsgate::config::SessionConnect::PortForward,
+        &pod,
+        8888,
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(
+        refused.contains("cannot get resource \"pods/portforward\"")
+            && refused.contains("deploy/components/port-forward"),
+        "{refused}"
+    );
+
     // Outside: cluster-scoped, another namespace, a subresource.
     let s = api_error(
         Api::<WorkspaceKind>::all(client.clone())
