@@ -82,12 +82,23 @@ fn listeners() -> &'static Mutex<HashMap<(String, u16), SocketAddr>> {
     L.get_or_init(Default::default)
 }
 
-/// The route to `port` of `pod` under the configured `connect`.
+/// How `auto` recognises the pod's Jupyter: the path of its `api/status` (with the prefix)
+/// and the token to send, if any.
+#[derive(Debug, Clone, Copy)]
+pub struct StatusProbe<'a> {
+    pub path: &'a str,
+    pub token: Option<&'a str>,
+}
+
+/// The route to `port` of `pod` under the configured `connect`. `auto` takes the pod's
+/// address only when Jupyter itself answers there: a TCP connection alone proves nothing
+/// where a proxy or gateway accepts every connection.
 pub async fn route(
     client: &kube::Client,
     connect: SessionConnect,
     pod: &Pod,
     port: u16,
+    probe: StatusProbe<'_>,
 ) -> Result<Route, ForwardError> {
     let name = pod.metadata.name.clone().unwrap_or_default();
     let ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone());
@@ -107,22 +118,47 @@ pub async fn route(
             let Some(addr) = direct else {
                 return Err(ForwardError::NoAddress(name));
             };
-            let why =
-                match tokio::time::timeout(POD_ADDRESS_PROBE, tokio::net::TcpStream::connect(addr))
-                    .await
-                {
-                    Ok(Ok(_)) => return Ok(Route::PodIp(addr)),
-                    Ok(Err(e)) => format!("the pod's address {addr} refused or failed ({e})"),
-                    Err(_) => format!(
-                        "the pod's address {addr} did not answer within {}s",
-                        POD_ADDRESS_PROBE.as_secs()
-                    ),
-                };
-            Ok(Route::PortForward {
-                local: forward(client, pod, port).await?,
-                because: Some(why),
-            })
+            match jupyter_answers(addr, probe).await {
+                Ok(()) => Ok(Route::PodIp(addr)),
+                Err(why) => Ok(Route::PortForward {
+                    local: forward(client, pod, port).await?,
+                    because: Some(why),
+                }),
+            }
         }
+    }
+}
+
+/// Whether Jupyter answers `GET <path>` at `addr` within [`POD_ADDRESS_PROBE`] with its
+/// status document; the reason when not.
+async fn jupyter_answers(addr: SocketAddr, probe: StatusProbe<'_>) -> Result<(), String> {
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(POD_ADDRESS_PROBE)
+        .build()
+        .map_err(|e| format!("cannot build an HTTP client ({e})"))?;
+    let mut req = http.get(format!("http://{addr}{}", probe.path));
+    if let Some(t) = probe.token {
+        req = req.header("Authorization", format!("token {t}"));
+    }
+    let limit = POD_ADDRESS_PROBE.as_secs();
+    let answer = req.send().await.map_err(|e| {
+        if e.is_timeout() {
+            format!("the pod's address {addr} did not answer within {limit}s")
+        } else {
+            format!("the pod's address {addr} could not be reached ({e})")
+        }
+    })?;
+    let status = answer.status();
+    let body: Option<serde_json::Value> = answer.json().await.ok();
+    let jupyter = body.as_ref().is_some_and(|b| b.get("started").is_some());
+    if status.is_success() && jupyter {
+        Ok(())
+    } else {
+        Err(format!(
+            "something at the pod's address {addr} answered HTTP {}, not Jupyter's status",
+            status.as_u16()
+        ))
     }
 }
 

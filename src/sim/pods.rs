@@ -100,6 +100,9 @@ pub struct PodProcesses {
     closed: std::sync::atomic::AtomicBool,
     inner: Arc<Mutex<Inner>>,
     next_ip: Mutex<u32>,
+    /// Profile `runtime.pod_network = "isolated"`: pods report addresses the harness cannot
+    /// reach ([`Self::reported_ip`]).
+    isolated: bool,
 }
 
 /// The resident memory of a process and its descendants, from /proc.
@@ -143,11 +146,38 @@ impl PodProcesses {
                 use rand::RngExt;
                 rand::rng().random_range(2..0xF000)
             }),
+            isolated: false,
         }
     }
 
     pub fn runtime(&self) -> RuntimeKind {
         self.runtime
+    }
+
+    /// Profile `runtime.pod_network`: with `isolated` the pods' addresses in their status
+    /// are not reachable from the harness, as from a CI runner outside the cluster.
+    pub fn with_pod_network(mut self, network: crate::sim::profile::PodNetwork) -> Self {
+        self.isolated = network == crate::sim::profile::PodNetwork::Isolated;
+        self
+    }
+
+    /// The address a pod's status carries for a server listening on `real`: the same, or
+    /// with an isolated pod network `198.18.x.y` for `127.1.x.y` (RFC 2544's benchmarking
+    /// range, never routed, so nothing else answers there).
+    pub fn reported_ip(&self, real: &str) -> String {
+        match real.strip_prefix("127.1.") {
+            Some(rest) if self.isolated => format!("198.18.{rest}"),
+            _ => real.to_string(),
+        }
+    }
+
+    /// Where the simulated platform itself (kubelet, port-forward, activity probes) reaches
+    /// a pod whose status says `reported`: inside the cluster network the pod is reachable.
+    pub fn reachable_ip(&self, reported: &str) -> String {
+        match reported.strip_prefix("198.18.") {
+            Some(rest) => format!("127.1.{rest}"),
+            None => reported.to_string(),
+        }
     }
 
     /// Sets how the pods' Jupyter servers authenticate (profile `runtime.jupyter_auth`).

@@ -178,6 +178,20 @@ pub struct Runtime {
     /// server, from the pod's `JUPYTER_TOKEN` when it has one).
     #[serde(default)]
     pub jupyter_auth: ServerAuth,
+    /// `reachable` (default: the harness can connect to the pods' addresses) or `isolated`
+    /// (their addresses are not routed, as the pod network seen from a CI runner outside the
+    /// cluster; only the API server's port-forward reaches them).
+    #[serde(default)]
+    pub pod_network: PodNetwork,
+}
+
+/// Whether the harness can reach the pod network (profile `runtime.pod_network`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PodNetwork {
+    #[default]
+    Reachable,
+    Isolated,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

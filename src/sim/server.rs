@@ -218,7 +218,8 @@ impl SimHandle {
                     truth: truth.clone(),
                     pods: Arc::new(
                         PodProcesses::new(state_dir.join("volumes"), platform.profile.runtime.kind)
-                            .with_auth(platform.profile.runtime.jupyter_auth),
+                            .with_auth(platform.profile.runtime.jupyter_auth)
+                            .with_pod_network(platform.profile.runtime.pod_network),
                     ),
                     bucket: Arc::new(Bucket::new(state_dir.join("bucket"))),
                     shutdown: shutdown_rx.clone(),

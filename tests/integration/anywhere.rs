@@ -89,6 +89,27 @@ fn a_copy_of_the_binary_runs_the_suite_from_an_empty_directory() {
         out.contains("session: reaching Jupyter at the pod's address"),
         "session.connect = auto on a reachable pod network: {out}"
     );
+    // The same scenario through the API server's port-forward (session.connect).
+    let forwarded = tmp.path().join("reports-forwarded");
+    let o = wsgate_in(
+        &bin,
+        &work,
+        &[
+            "run",
+            "--name",
+            "A paused GPU workspace resumes with its process, model and files",
+            "--set",
+            "session.connect=port-forward",
+            "--reports",
+            forwarded.to_str().unwrap(),
+        ],
+    );
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains("session: reaching Jupyter through the API server's port-forward"),
+        "{out}"
+    );
     let run_dirs: Vec<_> = std::fs::read_dir(&reports)
         .unwrap()
         .map(|e| e.unwrap().path())

@@ -20,10 +20,19 @@ const BUDGET: Duration = Duration::from_secs(90);
 
 /// A simulator with the real Jupyter runtime and one Running workspace; its pod.
 async fn running_pod(name: &str) -> (SimHandle, kube::Client, Pod) {
+    running_pod_on(name, wsgate::sim::profile::PodNetwork::Reachable).await
+}
+
+async fn running_pod_on(
+    name: &str,
+    network: wsgate::sim::profile::PodNetwork,
+) -> (SimHandle, kube::Client, Pod) {
     wsgate::install_crypto_provider();
-    let sim = SimHandle::start(SimOptions::with_platform())
-        .await
-        .expect("simulator starts");
+    let mut opts = SimOptions::with_platform();
+    if let Some(p) = opts.platform.as_mut() {
+        p.profile.runtime.pod_network = network;
+    }
+    let sim = SimHandle::start(opts).await.expect("simulator starts");
     let client = kube::Client::try_from(sim.config().await.unwrap()).unwrap();
     let new = NewWorkspace {
         namespace: NS.into(),
@@ -196,7 +205,12 @@ async fn each_session_connect_route_reaches_jupyter() {
         SessionConnect::Auto,
         SessionConnect::PortForward,
     ] {
-        let route = forward::route(&client, connect, &pod, ws::JUPYTER_PORT)
+        let path = format!("{}api/status", ws::path_prefix(NS, "routes"));
+        let probe = forward::StatusProbe {
+            path: &path,
+            token: None,
+        };
+        let route = forward::route(&client, connect, &pod, ws::JUPYTER_PORT, probe)
             .await
             .unwrap();
         let url = format!(
@@ -218,6 +232,64 @@ async fn each_session_connect_route_reaches_jupyter() {
         "{:?}",
         seen[2]
     );
+    sim.shutdown().await;
+}
+
+/// With the pod network out of reach (profile `runtime.pod_network = "isolated"`, as from a
+/// CI runner outside the cluster), `auto` finds the pod's address dead and takes the
+/// port-forward, saying why; `pod-ip` has nothing to reach.
+#[tokio::test]
+async fn auto_falls_back_to_the_port_forward_when_the_pod_network_is_out_of_reach() {
+    use wsgate::config::SessionConnect;
+    use wsgate::platform::forward::{self, Route};
+    let (sim, client, pod) =
+        running_pod_on("isolated", wsgate::sim::profile::PodNetwork::Isolated).await;
+    let ip = pod.status.as_ref().unwrap().pod_ip.clone().unwrap();
+    assert!(ip.starts_with("198.18."), "{ip}");
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let path = format!("{}api/status", ws::path_prefix(NS, "isolated"));
+    let probe = forward::StatusProbe {
+        path: &path,
+        token: None,
+    };
+    let route = forward::route(
+        &client,
+        SessionConnect::PodIp,
+        &pod,
+        ws::JUPYTER_PORT,
+        probe,
+    )
+    .await
+    .unwrap();
+    // Nothing routes there; at most a gateway answers, never Jupyter.
+    let direct = format!("http://{}{path}", route.addr());
+    let answered = http.get(&direct).send().await;
+    assert!(
+        answered.as_ref().map_or(true, |a| a.status() != 200),
+        "{direct}: {answered:?}"
+    );
+    let route = forward::route(&client, SessionConnect::Auto, &pod, ws::JUPYTER_PORT, probe)
+        .await
+        .unwrap();
+    let Route::PortForward {
+        local,
+        because: Some(why),
+    } = &route
+    else {
+        panic!("auto took {route:?}")
+    };
+    assert!(why.contains(&ip), "{why}");
+    assert!(
+        route.describe().contains("port-forward"),
+        "{}",
+        route.describe()
+    );
+    let url = format!("{}api/status", ws::jupyter_url_at(*local, NS, "isolated"));
+    assert_eq!(http.get(&url).send().await.unwrap().status(), 200, "{url}");
     sim.shutdown().await;
 }
 

@@ -418,11 +418,15 @@ pub async fn portforward(
 ) -> Response {
     let prepared = (|| {
         let pod = running_pod(&state, &ns, &name)?;
-        let ip = pod
+        let reported = pod
             .pointer("/status/podIP")
             .and_then(Value::as_str)
-            .ok_or_else(|| ApiError::bad_request(format!("pod {name} has no IP yet")))?
-            .to_string();
+            .ok_or_else(|| ApiError::bad_request(format!("pod {name} has no IP yet")))?;
+        // The kubelet reaches the pod inside its network, isolated or not.
+        let ip = match &state.pods {
+            Some(pods) => pods.reachable_ip(reported),
+            None => reported.to_string(),
+        };
         let websocket = req
             .headers()
             .get(header::UPGRADE)

@@ -285,8 +285,9 @@ impl Reconciler for Kubelet {
             let _ = ctx.store.modify(key.kind, key.ns(), &key.name, true, false, |cur| {
                 let mut c = cur.clone();
                 c["status"]["phase"] = json!("Running");
-                c["status"]["podIP"] = json!(started.pod_ip);
-                c["status"]["podIPs"] = json!([{"ip": started.pod_ip}]);
+                let ip = ctx.pods.reported_ip(&started.pod_ip);
+                c["status"]["podIP"] = json!(ip);
+                c["status"]["podIPs"] = json!([{"ip": ip}]);
                 c["status"]["hostIP"] = json!("10.128.0.2");
                 c["status"]["startTime"] = json!(now);
                 c["status"]["containerStatuses"] = json!([{
@@ -461,7 +462,7 @@ impl Kubelet {
                 Some(s) => s,
                 None => {
                     let mut spec = jupyter_spec(ctx, pod);
-                    spec.pod_ip = str_of(pod, "/status/podIP").map(str::to_string);
+                    spec.pod_ip = str_of(pod, "/status/podIP").map(|ip| ctx.pods.reachable_ip(ip));
                     ctx.pods.begin_jupyter(uid, spec, true);
                     return Next::After(Duration::from_millis(100));
                 }

@@ -109,7 +109,9 @@ impl WorkspaceController {
     ) -> activity::ProbeResult {
         use activity::{MSG_EXEC_NOT_CONFIGURED, MSG_JUPYTER_FAILED, MSG_NO_TYPE, ProbeResult};
         let now = now_ms();
-        let ip = pod.map(|p| str_at(p, "/status/podIP")).unwrap_or("");
+        let reported = pod.map(|p| str_at(p, "/status/podIP")).unwrap_or("");
+        let ip = ctx.pods.reachable_ip(reported);
+        let ip = ip.as_str();
         if ip.is_empty() {
             return ProbeResult::failed_now(now, activity::MSG_POD_NOT_READY);
         }
