@@ -98,6 +98,7 @@ pub async fn checks(client: &kube::Client, cfg: &Config) -> Vec<Check> {
     out.push(gpus(client).await);
     out.push(opt_in(client, &cfg.target.namespace).await);
     out.extend(access(client, &cfg.target.namespace).await);
+    out.extend(port_forward_access(client, cfg).await);
     out
 }
 
@@ -542,10 +543,46 @@ async fn opt_in(client: &kube::Client, namespace: &str) -> Check {
 
 /// One SelfSubjectAccessReview per permission deploy/ grants: what wsgate will need.
 async fn access(client: &kube::Client, namespace: &str) -> Vec<Check> {
+    let perms = rbac::permissions();
+    let (denied, unknown) = review_all(client, namespace, perms.iter()).await;
+    let name = "RBAC of the current identity";
+    let fix = "apply deploy/base (kubectl apply -k deploy/base) and run as ServiceAccount wsgate, or grant the same rules";
+    let mut out = Vec::new();
+    if denied.is_empty() && unknown.is_empty() {
+        out.push(ok(
+            name,
+            format!("all {} permissions wsgate uses are allowed", perms.len()),
+        ));
+    }
+    if !denied.is_empty() {
+        out.push(bad(
+            Status::Fail,
+            name,
+            format!("denied: {}", denied.join(", ")),
+            fix,
+        ));
+    }
+    if !unknown.is_empty() {
+        out.push(bad(
+            Status::Warn,
+            name,
+            format!("could not ask: {}", unknown.join(", ")),
+            fix,
+        ));
+    }
+    out
+}
+
+/// Asks the API server about each permission (in `namespace` where it is namespaced):
+/// the ones denied, and the ones it could not answer, each as words.
+async fn review_all(
+    client: &kube::Client,
+    namespace: &str,
+    perms: impl Iterator<Item = &rbac::Permission>,
+) -> (Vec<String>, Vec<String>) {
     let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
     let mut denied = Vec::new();
     let mut unknown = Vec::new();
-    let perms = rbac::permissions();
     for p in perms {
         let ns = match &p.scope {
             rbac::Scope::Namespace(_) => Some(namespace.to_string()),
@@ -586,22 +623,59 @@ async fn access(client: &kube::Client, namespace: &str) -> Vec<Check> {
             Err(e) => unknown.push(format!("{what} ({})", short(&e))),
         }
     }
-    let name = "RBAC of the current identity";
-    let fix = "apply deploy/base (kubectl apply -k deploy/base) and run as ServiceAccount wsgate, or grant the same rules";
-    let mut out = Vec::new();
-    if denied.is_empty() && unknown.is_empty() {
-        out.push(ok(
-            name,
-            format!("all {} permissions wsgate uses are allowed", perms.len()),
-        ));
+    (denied, unknown)
+}
+
+/// What `session.connect` needs beyond deploy/base: nothing for `pod-ip`; `get` and
+/// `create` on pods/portforward (deploy/components/port-forward) for `port-forward`, a
+/// failure when denied; for `auto` a warning, since it port-forwards only when the pod's
+/// address does not answer.
+async fn port_forward_access(client: &kube::Client, cfg: &Config) -> Vec<Check> {
+    use crate::config::SessionConnect;
+    let name = "port-forward (session.connect)";
+    let connect = cfg.session.connect;
+    if connect == SessionConnect::PodIp {
+        return Vec::new();
     }
-    if !denied.is_empty() {
-        out.push(bad(
-            Status::Fail,
+    let base = rbac::permissions();
+    let extra: Vec<&rbac::Permission> = rbac::DeployRbac::embedded_with_port_forward()
+        .permissions()
+        .iter()
+        .filter(|p| !base.contains(p))
+        .collect();
+    let (denied, unknown) = review_all(client, &cfg.target.namespace, extra.iter().copied()).await;
+    let fix = "add deploy/components/port-forward to your overlay (components: \
+               [../../components/port-forward]), or set session.connect = \"pod-ip\" where \
+               the harness reaches the pod network";
+    if denied.is_empty() && unknown.is_empty() {
+        return vec![ok(
             name,
-            format!("denied: {}", denied.join(", ")),
-            fix,
-        ));
+            format!(
+                "session.connect = {}: pods/portforward is allowed",
+                connect.as_str()
+            ),
+        )];
+    }
+    let (status, detail) = match connect {
+        SessionConnect::PortForward => (
+            Status::Fail,
+            format!(
+                "session.connect = port-forward, but denied: {}",
+                denied.join(", ")
+            ),
+        ),
+        _ => (
+            Status::Warn,
+            format!(
+                "session.connect = auto falls back to a port-forward when the pod's address \
+                 does not answer; that would be refused: {}",
+                denied.join(", ")
+            ),
+        ),
+    };
+    let mut out = Vec::new();
+    if !denied.is_empty() {
+        out.push(bad(status, name, detail, fix));
     }
     if !unknown.is_empty() {
         out.push(bad(

@@ -325,6 +325,7 @@ fn doctor_checks_the_embedded_simulator_and_passes() {
         "GPU node pool",
         "namespace wsgate-test",
         "RBAC of the current identity",
+        "port-forward (session.connect)",
     ] {
         assert!(
             out.lines()

@@ -129,3 +129,40 @@ async fn a_test_namespace_outside_the_addons_tenants_fails_the_tenant_check() {
     assert_eq!(named(&all, "add-on tenant namespaces").status, Status::Ok);
     sim.shutdown().await;
 }
+
+/// `session.connect` beyond `pod-ip` needs deploy/components/port-forward: checked against
+/// an API server enforcing deploy/base alone (refused: a failure for `port-forward`, a
+/// warning for `auto`, nothing for `pod-ip`) and base with the component (allowed).
+#[tokio::test]
+async fn the_port_forward_permission_is_checked_as_session_connect_needs_it() {
+    use wsgate::sim::profile::RbacEnforce;
+    let name = "port-forward (session.connect)";
+    let base_only = start_platform(|p| p.rbac.enforce = RbacEnforce::Deploy).await;
+    let client = base_only.client().await.unwrap();
+    let all = checks(&client, &config(&[("session.connect", "port-forward")])).await;
+    let c = named(&all, name);
+    assert_eq!(c.status, Status::Fail, "{c:?}");
+    assert!(
+        c.detail.contains("create pods/portforward in wsgate-test"),
+        "{c:?}"
+    );
+    assert!(
+        c.fix
+            .as_deref()
+            .unwrap()
+            .contains("deploy/components/port-forward")
+    );
+    let all = checks(&client, &config(&[("session.connect", "auto")])).await;
+    assert_eq!(named(&all, name).status, Status::Warn);
+    let all = checks(&client, &config(&[("session.connect", "pod-ip")])).await;
+    assert!(all.iter().all(|c| c.name != name), "{all:#?}");
+
+    let with = start_platform(|p| {
+        p.rbac.enforce = RbacEnforce::Deploy;
+        p.rbac.port_forward = true;
+    })
+    .await;
+    let client = with.client().await.unwrap();
+    let all = checks(&client, &config(&[("session.connect", "port-forward")])).await;
+    assert_eq!(named(&all, name).status, Status::Ok, "{all:#?}");
+}
