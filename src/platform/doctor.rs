@@ -562,15 +562,20 @@ async fn access(client: &kube::Client, namespace: &str) -> Vec<Check> {
             fix,
         ));
     }
-    if !unknown.is_empty() {
-        out.push(bad(
+    out.extend(could_not_ask(name, &unknown, fix));
+    out
+}
+
+/// The warning for the reviews the API server could not answer, if any.
+fn could_not_ask(name: &str, unknown: &[String], fix: &str) -> Option<Check> {
+    (!unknown.is_empty()).then(|| {
+        bad(
             Status::Warn,
             name,
             format!("could not ask: {}", unknown.join(", ")),
             fix,
-        ));
-    }
-    out
+        )
+    })
 }
 
 /// Asks the API server about each permission (in `namespace` where it is namespaced):
@@ -677,14 +682,7 @@ async fn port_forward_access(client: &kube::Client, cfg: &Config) -> Vec<Check> 
     if !denied.is_empty() {
         out.push(bad(status, name, detail, fix));
     }
-    if !unknown.is_empty() {
-        out.push(bad(
-            Status::Warn,
-            name,
-            format!("could not ask: {}", unknown.join(", ")),
-            fix,
-        ));
-    }
+    out.extend(could_not_ask(name, &unknown, fix));
     out
 }
 
