@@ -756,3 +756,41 @@ async fn a_cell_that_raises_and_a_kernel_that_never_goes_idle_are_named() {
     })
     .await;
 }
+
+/// `wsgate probe` against a server started as Kubeflow's images start it (no token, no
+/// password; XSRF enforced on every POST): mark with no credential, freeze, thaw, and the
+/// check is Restored. The state file names no credential.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_works_against_a_tokenless_server_like_kubeflows_images() {
+    within(async {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let mut options = JupyterOptions::new(&home);
+        options.home = Some(home);
+        options.base_url = BASE_URL.to_owned();
+        options.auth = wsgate::sim::runtime::jupyter::ServerAuth::None;
+        let server = Server {
+            process: start_process(options).await,
+            dir,
+        };
+        let args = ProbeArgs {
+            token: None,
+            ..server.args()
+        };
+        let code = probe::run(&ProbeCommand::Mark(args.clone()))
+            .await
+            .expect("probe mark succeeds without a token");
+        assert_eq!(code, exit_code::SUCCESS);
+        server.process.freeze().unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        server.process.thaw().unwrap();
+        let code = probe::run(&ProbeCommand::Check(args))
+            .await
+            .expect("probe check produces a verdict");
+        assert_eq!(code, exit_code::SUCCESS, "Restored");
+        let state = ProbeState::read(&server.state_file()).unwrap();
+        assert!(!state.kernel_id.is_empty());
+    })
+    .await;
+}

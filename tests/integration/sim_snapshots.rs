@@ -1445,3 +1445,46 @@ async fn the_ipc_config_map_is_kept_and_mounted_into_workspace_pods() {
     touch(2).await;
     wait_for(&cms, "jupyter-ipc-config", "recreated", same(&want)).await;
 }
+
+/// The add-on's socket-settle grace (upstream's `-settle-grace-period`, 3 s): the trigger is
+/// created no sooner than that after the pause's `checkpoint-started-at`, and carries the
+/// stamp. Both times are whole seconds, so 3 s of grace is at least 3 s between them.
+#[tokio::test]
+async fn the_trigger_waits_out_the_settle_grace_after_the_pause_stamp() {
+    let sim = crate::common::start_platform(|p| p.timing.addon_settle_ms = 3000).await;
+    let a = apis(&sim).await;
+    create_workspace(&a, &sim, "settle", "").await;
+    wait_for(
+        &a.ws,
+        "settle",
+        "Running",
+        in_state(WorkspaceState::Running),
+    )
+    .await;
+    set_paused(&a, "settle", true).await;
+    let held = a.ws.get("settle").await.unwrap();
+    let stamp = ann(&held, STARTED_AT).expect("the pause is held and stamped");
+    assert_eq!(ann(&held, STATE).as_deref(), Some("Checkpointing"));
+    let trigger = wait_for(
+        &a.triggers,
+        "ws-settle-trigger",
+        "trigger created",
+        |t: Option<&PodSnapshotManualTrigger>| t.is_some(),
+    )
+    .await;
+    assert_eq!(ann(&trigger, STARTED_AT).as_deref(), Some(stamp.as_str()));
+    let parse = |s: &str| chrono::DateTime::parse_from_rfc3339(s).unwrap();
+    let created = trigger.metadata.creation_timestamp.as_ref().unwrap().0;
+    let gap = parse(&created.to_string()).signed_duration_since(parse(&stamp));
+    assert!(
+        gap >= chrono::Duration::seconds(3) && gap < chrono::Duration::seconds(10),
+        "stamp {stamp}, trigger created {created}: {gap}"
+    );
+    let imposed = sim.truth().imposed();
+    let settle = imposed
+        .iter()
+        .find(|i| i.delay == Imposed::AddonSettle)
+        .unwrap_or_else(|| panic!("AddonSettle imposed: {imposed:?}"));
+    assert_eq!((settle.count, settle.total_ms), (1, 3000.0));
+    wait_for(&a.ws, "settle", "Paused", in_state(WorkspaceState::Paused)).await;
+}
