@@ -43,8 +43,9 @@ pub fn shipped_origin(name: &str) -> PathBuf {
     PathBuf::from(format!("{name} (shipped)"))
 }
 
-/// Reads the profile: a bare name such as `nightly` is the shipped profile of that name;
-/// anything else is a file path. `fixtures/profiles/<name>.toml` where no such file exists
+/// Reads the profile: a bare name such as `nightly` is the shipped profile of that name
+/// (another name, `fixtures/profiles/<name>.toml` from the working directory); anything
+/// else is a file path. `fixtures/profiles/<name>.toml` where no such file exists
 /// (a command line written for the source tree, run elsewhere) is the shipped one too.
 /// Returns where the text came from and the text.
 pub(crate) fn read(path: &Path) -> Result<(PathBuf, String), ConfigError> {
@@ -57,10 +58,17 @@ pub(crate) fn read(path: &Path) -> Result<(PathBuf, String), ConfigError> {
         (!path.exists()).then_some(name)
     });
     if let Some(name) = name {
-        return match shipped(name) {
-            Some(text) => Ok((shipped_origin(name), text.to_string())),
-            None => Err(not_found(path)),
-        };
+        if let Some(text) = shipped(name) {
+            return Ok((shipped_origin(name), text.to_string()));
+        }
+        // A profile of your own kept beside the shipped ones in a checkout.
+        let local = Path::new(PROFILES_DIR).join(format!("{name}.toml"));
+        if !local.exists() {
+            return Err(not_found(path));
+        }
+        return std::fs::read_to_string(&local)
+            .map(|text| (local.clone(), text))
+            .map_err(|error| ConfigError::ProfileUnreadable { path: local, error });
     }
     if !path.exists() {
         return Err(not_found(path));

@@ -152,20 +152,20 @@ pub async fn jupyter_for(
                 "workspace {namespace}/{name} has no running pod to reach Jupyter on"
             ))
         })?;
-    let status_path = format!("{}api/status", ws::path_prefix(namespace, name));
-    let probe = crate::platform::forward::StatusProbe {
-        path: &status_path,
-        token: Some(token.expose()),
-    };
-    let route =
-        crate::platform::forward::route(client, cfg.session.connect, pod, ws::JUPYTER_PORT, probe)
-            .await
-            .map_err(|e| match e {
-                crate::platform::forward::ForwardError::NoAddress(_) => GateError::Gone(format!(
-                    "the pod of workspace {namespace}/{name} has no IP yet"
-                )),
-                other => GateError::Config(format!("session.connect: {other}")),
-            })?;
+    use crate::platform::forward::{self, ForwardError};
+    let api_path = format!("{}api", ws::path_prefix(namespace, name));
+    let probe = forward::StatusProbe { path: &api_path };
+    let route = forward::route(client, cfg.session.connect, pod, ws::JUPYTER_PORT, probe)
+        .await
+        .map_err(|e| match e {
+            ForwardError::NoAddress(_) => GateError::Gone(format!(
+                "the pod of workspace {namespace}/{name} has no IP yet"
+            )),
+            refused @ ForwardError::Refused { .. } => {
+                GateError::Config(format!("session.connect: {refused}"))
+            }
+            other => GateError::Gone(format!("session.connect: {other}")),
+        })?;
     say_route_once(&route);
     let url = ws::jupyter_url_at(route.addr(), namespace, name);
     let options = ClientOptions {

@@ -633,8 +633,8 @@ async fn review_all(
 
 /// What `session.connect` needs beyond deploy/base: nothing for `pod-ip`; `get` and
 /// `create` on pods/portforward (deploy/components/port-forward) for `port-forward`, a
-/// failure when denied; for `auto` a warning, since it port-forwards only when the pod's
-/// address does not answer.
+/// failure when denied; for `auto` it is said in an ok line, since `auto` port-forwards
+/// only when the pod's address does not answer (never inside the cluster network).
 async fn port_forward_access(client: &kube::Client, cfg: &Config) -> Vec<Check> {
     use crate::config::SessionConnect;
     let name = "port-forward (session.connect)";
@@ -661,26 +661,30 @@ async fn port_forward_access(client: &kube::Client, cfg: &Config) -> Vec<Check> 
             ),
         )];
     }
-    let (status, detail) = match connect {
-        SessionConnect::PortForward => (
-            Status::Fail,
-            format!(
-                "session.connect = port-forward, but denied: {}",
-                denied.join(", ")
-            ),
-        ),
-        _ => (
-            Status::Warn,
-            format!(
-                "session.connect = auto falls back to a port-forward when the pod's address \
-                 does not answer; that would be refused: {}",
-                denied.join(", ")
-            ),
-        ),
-    };
     let mut out = Vec::new();
     if !denied.is_empty() {
-        out.push(bad(status, name, detail, fix));
+        out.push(match connect {
+            SessionConnect::PortForward => bad(
+                Status::Fail,
+                name,
+                format!(
+                    "session.connect = port-forward, but denied: {}",
+                    denied.join(", ")
+                ),
+                fix,
+            ),
+            // Inside the cluster network (the deployed Jobs) the pod's address answers and
+            // the port-forward is never needed: said, not warned.
+            _ => ok(
+                name,
+                format!(
+                    "session.connect = auto: pods/portforward is not granted, so the pod's \
+                     address must answer (a run outside the cluster network needs \
+                     deploy/components/port-forward; denied: {})",
+                    denied.join(", ")
+                ),
+            ),
+        });
     }
     out.extend(could_not_ask(name, &unknown, fix));
     out

@@ -74,6 +74,9 @@ pub enum ForwardError {
          session.connect = \"pod-ip\" where the harness can reach the pod network"
     )]
     Refused { pod: String, message: String },
+    /// The port-forward failed for another reason (the server, the network).
+    #[error("a port-forward to pod {pod} failed: {message}")]
+    Failed { pod: String, message: String },
 }
 
 /// Listeners already forwarding, by pod uid and port.
@@ -82,12 +85,12 @@ fn listeners() -> &'static Mutex<HashMap<(String, u16), SocketAddr>> {
     L.get_or_init(Default::default)
 }
 
-/// How `auto` recognises the pod's Jupyter: the path of its `api/status` (with the prefix)
-/// and the token to send, if any.
+/// How `auto` recognises the pod's Jupyter: the path of its `api` endpoint (with the
+/// prefix), which answers `{"version": …}` with no credentials, so no token is ever sent to
+/// whatever answers at an address the harness does not control.
 #[derive(Debug, Clone, Copy)]
 pub struct StatusProbe<'a> {
     pub path: &'a str,
-    pub token: Option<&'a str>,
 }
 
 /// The route to `port` of `pod` under the configured `connect`. `auto` takes the pod's
@@ -130,17 +133,14 @@ pub async fn route(
 }
 
 /// Whether Jupyter answers `GET <path>` at `addr` within [`POD_ADDRESS_PROBE`] with its
-/// status document; the reason when not.
+/// version document; the reason when not.
 async fn jupyter_answers(addr: SocketAddr, probe: StatusProbe<'_>) -> Result<(), String> {
     let http = reqwest::Client::builder()
         .no_proxy()
         .timeout(POD_ADDRESS_PROBE)
         .build()
         .map_err(|e| format!("cannot build an HTTP client ({e})"))?;
-    let mut req = http.get(format!("http://{addr}{}", probe.path));
-    if let Some(t) = probe.token {
-        req = req.header("Authorization", format!("token {t}"));
-    }
+    let req = http.get(format!("http://{addr}{}", probe.path));
     let limit = POD_ADDRESS_PROBE.as_secs();
     let answer = req.send().await.map_err(|e| {
         if e.is_timeout() {
@@ -151,12 +151,12 @@ async fn jupyter_answers(addr: SocketAddr, probe: StatusProbe<'_>) -> Result<(),
     })?;
     let status = answer.status();
     let body: Option<serde_json::Value> = answer.json().await.ok();
-    let jupyter = body.as_ref().is_some_and(|b| b.get("started").is_some());
+    let jupyter = body.as_ref().is_some_and(|b| b.get("version").is_some());
     if status.is_success() && jupyter {
         Ok(())
     } else {
         Err(format!(
-            "something at the pod's address {addr} answered HTTP {}, not Jupyter's status",
+            "something at the pod's address {addr} answered HTTP {}, not Jupyter",
             status.as_u16()
         ))
     }
@@ -183,12 +183,17 @@ async fn forward(client: &kube::Client, pod: &Pod, port: u16) -> Result<SocketAd
     // the Jupyter client would retry until its budget ran out.
     match pods.portforward(&name, &[port]).await {
         Ok(f) => f.abort(),
+        Err(kube::Error::Api(s)) if matches!(s.code, 400 | 403 | 404) => {
+            return Err(ForwardError::Refused {
+                pod: name,
+                message: s.message,
+            });
+        }
         Err(e) => {
-            let message = match e {
-                kube::Error::Api(s) => s.message,
-                other => other.to_string(),
-            };
-            return Err(ForwardError::Refused { pod: name, message });
+            return Err(ForwardError::Failed {
+                pod: name,
+                message: e.to_string(),
+            });
         }
     }
     tokio::spawn(accept_loop(listener, Arc::new(pods), name, port));

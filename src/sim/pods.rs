@@ -310,6 +310,12 @@ impl PodProcesses {
             drop(process);
             return Err("the simulator stopped".into());
         }
+        if !inner.starting.contains_key(pod_uid) {
+            // The pod was deleted while its server started ([`Self::stop`]).
+            drop(inner);
+            drop(process);
+            return Err("the pod was deleted while its server started".into());
+        }
         inner.running.insert(
             pod_uid.to_string(),
             Running {

@@ -205,11 +205,8 @@ async fn each_session_connect_route_reaches_jupyter() {
         SessionConnect::Auto,
         SessionConnect::PortForward,
     ] {
-        let path = format!("{}api/status", ws::path_prefix(NS, "routes"));
-        let probe = forward::StatusProbe {
-            path: &path,
-            token: None,
-        };
+        let path = format!("{}api", ws::path_prefix(NS, "routes"));
+        let probe = forward::StatusProbe { path: &path };
         let route = forward::route(&client, connect, &pod, ws::JUPYTER_PORT, probe)
             .await
             .unwrap();
@@ -251,11 +248,8 @@ async fn auto_falls_back_to_the_port_forward_when_the_pod_network_is_out_of_reac
         .timeout(Duration::from_secs(5))
         .build()
         .unwrap();
-    let path = format!("{}api/status", ws::path_prefix(NS, "isolated"));
-    let probe = forward::StatusProbe {
-        path: &path,
-        token: None,
-    };
+    let path = format!("{}api", ws::path_prefix(NS, "isolated"));
+    let probe = forward::StatusProbe { path: &path };
     let route = forward::route(
         &client,
         SessionConnect::PodIp,

@@ -88,10 +88,7 @@ async fn enforcement_refuses_what_the_rules_do_not_allow_with_the_real_403() {
         wsgate::config::SessionConnect::PortForward,
         &pod,
         8888,
-        wsgate::platform::forward::StatusProbe {
-            path: "/api/status",
-            token: None,
-        },
+        wsgate::platform::forward::StatusProbe { path: "/api" },
     )
     .await
     .unwrap_err()

@@ -426,6 +426,11 @@ async fn a_server_that_dies_is_restarted_in_its_pod_as_a_fresh_process() {
         exec(&jc, &kernel, "x = 41\nprint(x + 1)").await.trim(),
         "42"
     );
+    let kernel_pid: u32 = exec(&jc, &kernel, "import os; print(os.getpid())")
+        .await
+        .trim()
+        .parse()
+        .unwrap();
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     let selector = ListParams::default().labels(&format!("{WORKSPACE_LABEL}=crashy"));
     let before = pods.list(&selector).await.unwrap().items.remove(0);
@@ -471,6 +476,11 @@ async fn a_server_that_dies_is_restarted_in_its_pod_as_a_fresh_process() {
         server_pid(&sim, &client, "crashy").await,
         pid,
         "a new server process"
+    );
+    // The dead server's kernel (a session of its own, no longer its descendant) is gone too.
+    assert!(
+        !alive(kernel_pid),
+        "the old kernel {kernel_pid} outlived its server"
     );
     wait_state(&client, "crashy", WorkspaceState::Running).await;
     // The kernel and its memory died with the server; a new kernel starts from nothing.

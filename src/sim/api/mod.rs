@@ -352,6 +352,16 @@ async fn resources(
         Ok(path::Target::Resource(p)) if !p.kind.stored() => {
             authz::review(&state, method, &p, &body)
         }
+        Ok(path::Target::Resource(p))
+            if matches!(p.subresource.as_deref(), Some("exec" | "portforward")) =>
+        {
+            // Served only at their exact paths ([`stream`]); a stray slash is not the pod.
+            Err(ApiError::new(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+            ))
+        }
         Ok(path::Target::Resource(p)) => {
             resource::handle(&state, method, p, uri.query(), &headers, body).await
         }

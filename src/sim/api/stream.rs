@@ -43,6 +43,8 @@ const STDERR: u8 = 2;
 const ERROR: u8 = 3;
 /// v5: `[255, channel]` closes that channel's stream.
 const CLOSE: u8 = 255;
+/// Ports in one port-forward: two channels each, below v5's close channel.
+const MAX_PORTS: usize = 127;
 
 type Ws = WebSocketStream<hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>>;
 
@@ -268,6 +270,21 @@ pub async fn exec(
     }
 }
 
+/// Kills a whole process group when dropped (an exec's command and whatever it started).
+struct ProcessGroup(u32);
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        if let Ok(pgid) = i32::try_from(self.0) {
+            // SAFETY: killpg(2) has no memory-safety preconditions; the group is the one this
+            // exec's child leads (spawned with process_group(0)).
+            unsafe {
+                libc::killpg(pgid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
 struct ExecPlan {
     command: Vec<String>,
     home: PathBuf,
@@ -304,6 +321,8 @@ async fn run_exec(ws: Ws, plan: ExecPlan) {
         })
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
+        // Its own process group, killed whole when the exec ends or its client leaves.
+        .process_group(0)
         .kill_on_drop(true);
     let mut child = match cmd.spawn() {
         Ok(c) => c,
@@ -322,6 +341,7 @@ async fn run_exec(ws: Ws, plan: ExecPlan) {
             return;
         }
     };
+    let _group = child.id().map(ProcessGroup);
     let (out_tx, mut out_rx) = tokio::sync::mpsc::channel::<Message>(16);
     let mut pumps = Vec::new();
     for (pipe, channel, wanted) in [
@@ -360,7 +380,19 @@ async fn run_exec(ws: Ws, plan: ExecPlan) {
         }));
     }
     drop(out_tx);
-    let mut stdin = child.stdin.take();
+    // Stdin is written by a task of its own, so that a command that echoes its input
+    // (cat, a REPL) never blocks the loop that drains its output.
+    let mut stdin_tx = child.stdin.take().map(|mut w| {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+        tokio::spawn(async move {
+            while let Some(data) = rx.recv().await {
+                if w.write_all(&data).await.is_err() {
+                    break;
+                }
+            }
+        });
+        tx
+    });
     let exited = loop {
         tokio::select! {
             out = out_rx.recv() => match out {
@@ -369,18 +401,32 @@ async fn run_exec(ws: Ws, plan: ExecPlan) {
                         return;
                     }
                 }
-                None => break child.wait().await,
+                None => {
+                    // Its output is closed: wait for it to end, and still notice a client
+                    // that leaves.
+                    drop(stdin_tx.take());
+                    let status = loop {
+                        tokio::select! {
+                            status = child.wait() => break status,
+                            msg = incoming.next() => match msg {
+                                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return,
+                                Some(Ok(_)) => {}
+                            },
+                        }
+                    };
+                    break status;
+                }
             },
             msg = incoming.next() => match msg {
                 Some(Ok(Message::Binary(data))) if !data.is_empty() => match data[0] {
                     STDIN => {
-                        if let Some(w) = stdin.as_mut()
-                            && w.write_all(&data[1..]).await.is_err()
+                        if let Some(tx) = &stdin_tx
+                            && tx.send(data[1..].to_vec()).is_err()
                         {
-                            stdin = None;
+                            stdin_tx = None;
                         }
                     }
-                    CLOSE if plan.v5 && data.get(1) == Some(&STDIN) => stdin = None,
+                    CLOSE if plan.v5 && data.get(1) == Some(&STDIN) => stdin_tx = None,
                     _ => {}
                 },
                 Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return,
@@ -456,6 +502,11 @@ pub async fn portforward(
                 "query parameter \"ports\" is required",
             ));
         }
+        if ports.len() > MAX_PORTS {
+            return Err(ApiError::bad_request(format!(
+                "at most {MAX_PORTS} ports per port-forward (two channels each in one byte)"
+            )));
+        }
         let (response, on_upgrade, _) = switch(&mut req)?;
         Ok((response, on_upgrade, ip, ports))
     })();
@@ -492,13 +543,23 @@ async fn run_portforward(ws: Ws, ip: String, ports: Vec<u16>) {
         }
     }
     let (out_tx, mut out_rx) = tokio::sync::mpsc::channel::<Message>(16);
-    let mut writers: Vec<Option<tokio::net::tcp::OwnedWriteHalf>> = Vec::new();
+    // Each port's writes to the pod go through a task of its own, so a slow pod never
+    // blocks the loop that carries its answers back.
+    let mut writers: Vec<Option<tokio::sync::mpsc::UnboundedSender<Vec<u8>>>> = Vec::new();
     for (i, port) in ports.iter().enumerate() {
         let data = (2 * i) as u8;
         match tokio::net::TcpStream::connect((ip.as_str(), *port)).await {
             Ok(stream) => {
-                let (mut read, write) = stream.into_split();
-                writers.push(Some(write));
+                let (mut read, mut write) = stream.into_split();
+                let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+                tokio::spawn(async move {
+                    while let Some(data) = rx.recv().await {
+                        if write.write_all(&data).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+                writers.push(Some(tx));
                 let tx = out_tx.clone();
                 tokio::spawn(async move {
                     let mut buf = vec![0u8; 16 * 1024];
@@ -544,8 +605,8 @@ async fn run_portforward(ws: Ws, ip: String, ports: Vec<u16>) {
                 Some(Ok(Message::Binary(data))) if !data.is_empty() => {
                     let channel = data[0];
                     if channel % 2 == 0
-                        && let Some(Some(w)) = writers.get_mut(usize::from(channel / 2))
-                        && w.write_all(&data[1..]).await.is_err()
+                        && let Some(Some(w)) = writers.get(usize::from(channel / 2))
+                        && w.send(data[1..].to_vec()).is_err()
                     {
                         writers[usize::from(channel / 2)] = None;
                     }

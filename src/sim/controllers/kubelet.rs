@@ -35,7 +35,9 @@ pub struct Kubelet {
     /// with its readiness gate, as upstream's), so each turn to Ready is noted once.
     ready: Mutex<std::collections::HashSet<String>>,
     /// Pods (by uid) whose process failed to start, and how many times.
-    failed_starts: Mutex<HashMap<String, u32>>,
+    /// Pods (by uid) whose process failed to start: how many times, and not before when
+    /// the next try may begin (the kubelet's own status write wakes the pod at once).
+    failed_starts: Mutex<HashMap<String, (u32, Instant)>>,
 }
 
 /// A restore whose `PodRestored` condition the kubelet has yet to write.
@@ -76,6 +78,14 @@ impl Kubelet {
         seen.entry(format!("{tag}/{uid}"))
             .or_insert_with(Instant::now)
             .elapsed()
+    }
+
+    /// The rest of the back-off after a failed start, if one is still running.
+    fn backing_off(&self, uid: &str) -> Option<Duration> {
+        let f = self.failed_starts.lock().unwrap_or_else(|e| e.into_inner());
+        let (_, not_before) = f.get(uid)?;
+        let now = Instant::now();
+        (*not_before > now).then(|| *not_before - now)
     }
 
     fn forget(&self, uid: &str) {
@@ -255,6 +265,9 @@ impl Reconciler for Kubelet {
             if let Some((volume, map)) = missing_config_map(ctx, &pod) {
                 self.hold_for_mount(ctx, key, &pod, &uid, &volume, &map);
                 return Next::After(MOUNT_RETRY);
+            }
+            if let Some(wait) = self.backing_off(&uid) {
+                return Next::After(wait);
             }
             let (started, restored) = match self.start_process(ctx, &pod, &uid, plan.as_ref()) {
                 Ok(Some(s)) => s,
@@ -452,6 +465,9 @@ impl Kubelet {
             }
             return Next::After(wait - elapsed);
         }
+        if let Some(wait) = self.backing_off(uid) {
+            return Next::After(wait);
+        }
         let started = match ctx.pods.poll_start(uid) {
             Some(StartState::Starting) => return Next::After(Duration::from_millis(100)),
             Some(StartState::Ready(s)) => s,
@@ -468,6 +484,8 @@ impl Kubelet {
                 }
             },
         };
+        // The pod was not Ready while its container was down: its next turn is noted.
+        self.note_ready(ctx, key, uid, node, false);
         let now = now_rfc3339();
         let _ = ctx
             .store
@@ -768,13 +786,14 @@ impl Kubelet {
         uid: &str,
         message: &str,
     ) -> Duration {
-        let failures = {
+        let (failures, backoff) = {
             let mut f = self.failed_starts.lock().unwrap_or_else(|e| e.into_inner());
-            let n = f.entry(uid.to_string()).or_insert(0);
-            *n += 1;
-            *n
+            let entry = f.entry(uid.to_string()).or_insert((0, Instant::now()));
+            entry.0 += 1;
+            let backoff = Duration::from_secs(10u64 << (entry.0 - 1).min(5)).min(MAX_BACKOFF);
+            entry.1 = Instant::now() + backoff;
+            (entry.0, backoff)
         };
-        let backoff = Duration::from_secs(10u64 << (failures - 1).min(5)).min(MAX_BACKOFF);
         let message = start_failure_message(message);
         let container = str_of(pod, "/spec/containers/0/name").unwrap_or("main");
         let image = str_of(pod, "/spec/containers/0/image").unwrap_or("");

@@ -402,6 +402,10 @@ impl JupyterProcess {
             let _ = child.kill();
             let _ = child.wait();
         }
+        // Kernels run in sessions of their own; once the server has died they are no longer
+        // its descendants. Each names its connection file in this server's runtime
+        // directory on its command line.
+        kill_by_argument(self.runtime.path());
         if let Ok(mut frozen) = self.frozen.lock() {
             *frozen = None;
         }
@@ -413,6 +417,37 @@ impl Drop for JupyterProcess {
     fn drop(&mut self) {
         if self.child.is_some() {
             let _ = self.kill();
+        }
+    }
+}
+
+/// SIGKILLs every process of this user whose command line mentions `dir` (a server's
+/// runtime directory: its kernels' `-f <dir>/kernel-<id>.json`).
+fn kill_by_argument(dir: &Path) {
+    let needle = dir.as_os_str().as_encoded_bytes();
+    if needle.len() < 8 {
+        return;
+    }
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(cmdline) = fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        if cmdline.windows(needle.len()).any(|w| w == needle) {
+            // SAFETY: kill(2) has no memory-safety preconditions; the process names this
+            // server's private runtime directory, so it is one of its kernels.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
         }
     }
 }

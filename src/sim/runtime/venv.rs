@@ -112,10 +112,11 @@ pub enum VenvError {
     },
 }
 
-/// Where the venv for these requirements lives: `<cache>/wsgate/sim-venv-<16 hex>`, the
-/// cache being `$XDG_CACHE_HOME` when it is absolute (as the XDG spec asks), else
-/// `$HOME/.cache`.
-pub fn venv_dir() -> Result<PathBuf, VenvError> {
+/// Where the venv for these requirements and this Python (`python_version`, as
+/// `python --version` prints it) lives: `<cache>/wsgate/sim-venv-<16 hex>`, the cache being
+/// `$XDG_CACHE_HOME` when it is absolute (as the XDG spec asks), else `$HOME/.cache`. Two
+/// checkouts with different interpreters get different venvs, never rebuilding one another's.
+pub fn venv_dir(python_version: &str) -> Result<PathBuf, VenvError> {
     let cache = match std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from) {
         Some(p) if p.is_absolute() => p,
         _ => match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
@@ -123,7 +124,9 @@ pub fn venv_dir() -> Result<PathBuf, VenvError> {
             None => return Err(VenvError::NoCacheDir),
         },
     };
-    let hash = hex::encode(Sha256::digest(REQUIREMENTS_TXT.as_bytes()));
+    let hash = hex::encode(Sha256::digest(
+        format!("{REQUIREMENTS_TXT}\n{python_version}").as_bytes(),
+    ));
     Ok(cache
         .join("wsgate")
         .join(format!("sim-venv-{}", &hash[..16])))
@@ -139,7 +142,7 @@ pub fn ensure_venv() -> Result<VenvPaths, VenvError> {
         hex::encode(Sha256::digest(REQUIREMENTS_TXT.as_bytes())),
         py_version
     );
-    let paths = VenvPaths::new(venv_dir()?);
+    let paths = VenvPaths::new(venv_dir(&py_version)?);
     if is_ready(&paths, &wanted_stamp) {
         return Ok(paths);
     }
@@ -361,12 +364,18 @@ mod tests {
     }
 
     #[test]
-    fn the_venv_lives_in_the_cache_keyed_by_the_requirements() {
+    fn the_venv_lives_in_the_cache_keyed_by_the_requirements_and_the_python() {
         // Read only: the process environment is not changed (tests run in parallel).
-        let dir = venv_dir().expect("HOME is set where the tests run");
+        let dir = venv_dir("Python 3.11.7").expect("HOME is set where the tests run");
         let name = dir.file_name().unwrap().to_str().unwrap().to_string();
-        let hash = hex::encode(Sha256::digest(REQUIREMENTS_TXT.as_bytes()));
+        let keyed = format!("{REQUIREMENTS_TXT}\nPython 3.11.7");
+        let hash = hex::encode(Sha256::digest(keyed.as_bytes()));
         assert_eq!(name, format!("sim-venv-{}", &hash[..16]));
+        assert_ne!(
+            dir,
+            venv_dir("Python 3.12.1").unwrap(),
+            "keyed by the interpreter too"
+        );
         assert!(dir.is_absolute(), "{}", dir.display());
         assert!(
             !dir.starts_with(std::env::current_dir().unwrap()),
