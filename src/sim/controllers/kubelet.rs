@@ -576,7 +576,6 @@ fn show_exit(ctx: &Ctx, uid: &str, status: std::process::ExitStatus) {
         .unwrap_or(1);
     let key = ObjKey::of(kind("Pod"), &pod);
     let container = str_of(&pod, "/spec/containers/0/name").unwrap_or("main");
-    let unready = format!("containers with unready status: [{container}]");
     let now = now_rfc3339();
     tracing::warn!(pod = %key.name, code, "the pod's server exited on its own");
     let _ = ctx
@@ -594,18 +593,25 @@ fn show_exit(ctx: &Ctx, uid: &str, status: std::process::ExitStatus) {
                 "exitCode": code, "reason": "Error", "startedAt": started_at,
                 "finishedAt": now, "containerID": format!("sim://{uid}"),
             }});
-            for type_ in ["ContainersReady", "Ready"] {
-                set_condition(
-                    &mut c,
-                    type_,
-                    "False",
-                    Some("ContainersNotReady"),
-                    Some(&unready),
-                    &now,
-                );
-            }
+            containers_not_ready(&mut c, container, &now);
             Ok(c)
         });
+}
+
+/// `ContainersReady` and `Ready` False as the kubelet writes them while `container` is not
+/// running: reason `ContainersNotReady`, "containers with unready status: [<container>]".
+fn containers_not_ready(pod: &mut Value, container: &str, now: &str) {
+    let unready = format!("containers with unready status: [{container}]");
+    for type_ in ["ContainersReady", "Ready"] {
+        set_condition(
+            pod,
+            type_,
+            "False",
+            Some("ContainersNotReady"),
+            Some(&unready),
+            now,
+        );
+    }
 }
 
 /// A whole-second duration as Go prints it in the kubelet's messages: `10s`, `5m0s`.
@@ -746,27 +752,8 @@ impl Kubelet {
                     "image": image, "imageID": "",
                     "state": {"waiting": {"reason": "ContainerCreating"}},
                 }]);
-                let unready = format!(
-                    "containers with unready status: [{}]",
-                    name.as_str().unwrap_or("main")
-                );
                 set_condition(&mut c, "Initialized", "True", None, None, &now);
-                set_condition(
-                    &mut c,
-                    "ContainersReady",
-                    "False",
-                    Some("ContainersNotReady"),
-                    Some(&unready),
-                    &now,
-                );
-                set_condition(
-                    &mut c,
-                    "Ready",
-                    "False",
-                    Some("ContainersNotReady"),
-                    Some(&unready),
-                    &now,
-                );
+                containers_not_ready(&mut c, name.as_str().unwrap_or("main"), &now);
                 Ok(c)
             });
     }
@@ -797,7 +784,6 @@ impl Kubelet {
         let message = start_failure_message(message);
         let container = str_of(pod, "/spec/containers/0/name").unwrap_or("main");
         let image = str_of(pod, "/spec/containers/0/image").unwrap_or("");
-        let unready = format!("containers with unready status: [{container}]");
         let now = now_rfc3339();
         let _ = ctx
             .store
@@ -817,16 +803,7 @@ impl Kubelet {
                     "started": false, "image": image, "imageID": "", "lastState": last,
                     "state": {"waiting": {"reason": "RunContainerError", "message": message}},
                 }]);
-                for type_ in ["ContainersReady", "Ready"] {
-                    set_condition(
-                        &mut c,
-                        type_,
-                        "False",
-                        Some("ContainersNotReady"),
-                        Some(&unready),
-                        &now,
-                    );
-                }
+                containers_not_ready(&mut c, container, &now);
                 Ok(c)
             });
         events::record(
