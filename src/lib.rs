@@ -4,16 +4,25 @@
 //! Snapshots) through a Gherkin suite and decides, with evidence, whether a resume brought
 //! back the running process or only a fresh session over the same files.
 //!
-//! Module map (dependency direction points down):
-//! - [`cli`]: clap definitions; [`exit_code`]: the one table from outcome to process exit code;
+//! Module map (dependency direction points down; `docs/architecture.md` has the picture):
+//! - [`cli`]: clap definitions; [`commands`]: one function per subcommand, opening the
+//!   target and mapping outcomes to exit codes; [`bdd`]: the cucumber World and the suite's
+//!   step definitions (glue only). [`exit_code`]: the one table from outcome to exit code;
 //!   [`output`]: standard output that may close (a pipe to `head`, a full disk).
+//! - [`gate`]: the release gate (prepare before an upgrade, verify after it); [`drill`]: the
+//!   capacity-contention drill. Both, like the suite's steps, are callers of [`trial`].
+//! - [`trial`]: the pause/resume trial as typed steps (create -> Running -> mark -> pause ->
+//!   snapshot Ready -> resume -> platform evidence -> kernel evidence -> verdict).
 //! - [`config`]: layered configuration (embedded defaults -> profile -> env -> flags).
-//! - [`platform`]: the cluster side (kube-rs): CRD types and target connection.
-//! - [`session`]: the Jupyter side: REST client and kernel websocket channel.
-//! - [`verdict`]: pure: evidence in, restore verdict out.
+//! - [`platform`]: the cluster side (kube-rs): CRD types, workspace lifecycle, pods, events,
+//!   snapshots, GPU capacity and squeeze, ownership and the cleanup ledger.
+//! - [`session`]: the Jupyter side: REST client, kernel websocket channel, the marker
+//!   protocol and its cells.
+//! - [`verdict`]: pure: evidence in, restore verdict out. [`timeline`]: pure: timestamped
+//!   marks and the phases between them. [`cost`]: pure: GPU-hour accounting and
+//!   idle-threshold break-even from reports.
 //! - [`report`]: the versioned report model and its writers (JUnit, JSON, Markdown, HTML).
-//! - [`cost`]: pure: GPU-hour accounting and idle-threshold break-even from reports.
-//! - [`sim`]: the embedded simulator; the harness never imports it.
+//! - [`sim`]: the embedded simulator, beside the harness; the harness never imports it.
 
 pub mod bdd;
 pub mod cli;
@@ -29,6 +38,7 @@ pub mod report;
 pub mod session;
 pub mod sim;
 pub mod timeline;
+pub mod trial;
 pub mod verdict;
 
 /// Installs the process-wide rustls crypto provider (ring). Call first in `main` and in

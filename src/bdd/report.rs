@@ -77,10 +77,12 @@ pub fn add_world(report: &mut ScenarioReport, w: &WsWorld) {
     report.duration = w.timeline.observations.last().map(|o| o.offset);
     report.timeline = w.timeline.clone();
     report.verdict = w.verdict.clone();
-    report.evidence_before = w.before.clone();
+    let trial = w.trial.as_ref();
+    report.evidence_before = trial.and_then(|t| Some(t.marked.as_ref()?.before.clone()));
     report.evidence_after = w.after.clone();
-    report.snapshot_name = w.snapshot_name.clone();
-    report.snapshot_uid = w.snapshot_uid.clone();
+    let snapshot = trial.and_then(|t| t.snapshot.as_ref());
+    report.snapshot_name = snapshot.map(|s| s.name.clone());
+    report.snapshot_uid = snapshot.map(|s| s.uid.clone());
     report.snapshots_left = w.snapshots_left.clone();
     report.log = w.log.clone();
 }

@@ -9,8 +9,9 @@ use tokio::time::Instant;
 use super::context::{self, RunContext};
 use crate::platform::ledger::Ledger;
 use crate::platform::workspace::NewWorkspace;
-use crate::session::{Evidence, MarkerPlan, Nonce};
+use crate::session::Evidence;
 use crate::timeline::{Mark, Timeline};
+use crate::trial::Trial;
 use crate::verdict::Verdict;
 
 /// A step failure: the message says what went wrong and in which phase.
@@ -25,27 +26,16 @@ pub struct NoContext;
 #[world(init = Self::new)]
 pub struct WsWorld {
     pub ctx: Arc<RunContext>,
-    pub workspace: Option<NewWorkspace>,
+    /// The scenario's workspace through the pause/resume trial, once created.
+    pub trial: Option<Trial>,
     pub ledger: Ledger,
     pub timeline: Timeline,
     started: Instant,
-    pub nonce: Option<Nonce>,
-    pub plan: Option<MarkerPlan>,
-    pub kernel_id: Option<String>,
-    pub before: Option<Evidence>,
+    /// The kernel's evidence after the resume, once collected.
     pub after: Option<Evidence>,
     pub verdict: Option<Verdict>,
-    /// The node the workspace's pod ran on before the pause.
-    pub node_before_pause: Option<String>,
-    /// The name of the snapshot the resume should restore from (what GKE's `PodRestored`
-    /// message names; a UUID GKE makes).
-    pub snapshot_name: Option<String>,
-    /// Its `metadata.uid` (the bucket layout's key), kept beside the name for the reports.
-    pub snapshot_uid: Option<String>,
     /// The most pods the workspace had at once while waiting (restore attempts).
     pub max_pods_seen: usize,
-    /// The pod watch started at the resume, counting restore attempts in flight.
-    pub attempts: Option<crate::platform::attempts::AttemptWatch>,
     /// The Workspace watch started at the pause, seeing when it turns `Checkpointing`.
     pub checkpoint_watch: Option<crate::platform::pause::CheckpointWatch>,
     /// What the scenario did, line by line, for the report's system-out.
@@ -71,7 +61,7 @@ pub struct WsWorld {
 impl std::fmt::Debug for WsWorld {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WsWorld")
-            .field("workspace", &self.workspace.as_ref().map(|w| &w.name))
+            .field("workspace", &self.trial.as_ref().map(|t| &t.workspace.name))
             .field("verdict", &self.verdict.as_ref().map(|v| v.kind))
             .finish_non_exhaustive()
     }
@@ -82,21 +72,13 @@ impl WsWorld {
         let ctx = context::current().ok_or(NoContext)?;
         Ok(Self {
             ctx,
-            workspace: None,
+            trial: None,
             ledger: Ledger::default(),
             timeline: Timeline::new(chrono::Utc::now()),
             started: Instant::now(),
-            nonce: None,
-            plan: None,
-            kernel_id: None,
-            before: None,
             after: None,
             verdict: None,
-            node_before_pause: None,
-            snapshot_name: None,
-            snapshot_uid: None,
             max_pods_seen: 0,
-            attempts: None,
             checkpoint_watch: None,
             log: Vec::new(),
             gate_state: None,
@@ -164,28 +146,25 @@ impl WsWorld {
         ));
     }
 
+    /// The scenario's trial, or a failure saying a Given step is missing.
+    pub fn trial(&self) -> Result<&Trial, String> {
+        self.trial.as_ref().ok_or_else(no_workspace)
+    }
+
+    /// The scenario's trial, to take a step.
+    pub fn trial_mut(&mut self) -> Result<&mut Trial, String> {
+        self.trial.as_mut().ok_or_else(no_workspace)
+    }
+
     /// The scenario's workspace, or a failure saying a Given step is missing.
     pub fn ws(&self) -> Result<&NewWorkspace, String> {
-        self.workspace.as_ref().ok_or_else(|| {
-            "no workspace in this scenario: start with a `Given ... workspace is Running` step"
-                .to_string()
-        })
+        Ok(&self.trial()?.workspace)
     }
 
     /// The uid of the scenario's Workspace as its create returned it: every write to the
     /// Workspace is bound to it, so a namesake is never touched.
     pub fn ws_uid(&self) -> Result<String, String> {
-        let new = self.ws()?;
-        self.ledger
-            .uid_of::<crate::platform::crd::Workspace>(&new.namespace, &new.name)
-            .map(str::to_owned)
-            .ok_or_else(|| {
-                format!(
-                    "the uid of Workspace {}/{} is not recorded: wsgate writes only to what it \
-                     created",
-                    new.namespace, new.name
-                )
-            })
+        Ok(self.trial()?.uid.clone())
     }
 
     /// Sets one annotation on the scenario's Workspace, bound to its uid.
@@ -206,8 +185,12 @@ impl WsWorld {
 
     /// A budget from the configuration by name.
     pub fn budget(&self, name: &str) -> Result<Duration, String> {
-        crate::gate::budget(&self.ctx.config, name).map_err(|_| {
+        self.ctx.config.budgets.get(name).ok_or_else(|| {
             format!("unknown budget {name:?}: see [budgets] in `wsgate run --dry-run`")
         })
     }
+}
+
+fn no_workspace() -> String {
+    "no workspace in this scenario: start with a `Given ... workspace is Running` step".to_string()
 }

@@ -40,7 +40,7 @@ pub enum CommandError {
     #[error(transparent)]
     Cost(#[from] crate::cost::CostError),
     #[error(transparent)]
-    Gate(Box<crate::gate::GateError>),
+    Trial(Box<crate::trial::TrialError>),
     #[error(transparent)]
     GateState(#[from] crate::gate::StateError),
     #[error(transparent)]
@@ -53,9 +53,9 @@ pub enum CommandError {
     },
 }
 
-impl From<crate::gate::GateError> for CommandError {
-    fn from(e: crate::gate::GateError) -> Self {
-        CommandError::Gate(Box::new(e))
+impl From<crate::trial::TrialError> for CommandError {
+    fn from(e: crate::trial::TrialError) -> Self {
+        CommandError::Trial(Box::new(e))
     }
 }
 
@@ -74,7 +74,7 @@ impl CommandError {
             CommandError::Sim(SimError::Bind { .. }) => exit_code::USAGE,
             CommandError::Sim(_) | CommandError::Io { .. } => exit_code::INTERNAL,
             CommandError::Probe(e) => e.exit_code(),
-            CommandError::Gate(e) => e.exit_code(),
+            CommandError::Trial(e) => e.exit_code(),
             CommandError::GateState(_) => exit_code::USAGE,
             CommandError::Options(e) => e.exit_code(),
         }

@@ -139,6 +139,14 @@ pub struct Budgets {
 }
 
 impl Budgets {
+    /// The budget named `name` (its key in `[budgets]`), if there is one.
+    pub fn get(&self, name: &str) -> Option<std::time::Duration> {
+        self.named()
+            .into_iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, b)| b.duration())
+    }
+
     /// Every budget with its phase name (the key in `[budgets]`), in documented order.
     pub fn named(&self) -> [(&'static str, Budget); 16] {
         [

@@ -11,19 +11,16 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kube::api::{Api, DeleteParams};
 use serde::Serialize;
 
 use crate::config::Config;
-use crate::gate::{self, GateError};
 use crate::platform::attempts::AttemptWatch;
-use crate::platform::crd::{Workspace, WorkspaceState};
-use crate::platform::idempotent;
+use crate::platform::crd::WorkspaceState;
+use crate::platform::gpu;
 use crate::platform::ledger::Ledger;
-use crate::platform::wait::{self, WaitFor};
-use crate::platform::workspace::{self as ws, NewWorkspace};
-use crate::platform::{gpu, pause, snapshots};
-use crate::session::{Evidence, MarkerPlan, Nonce, PlatformEvidence, Secret};
+use crate::platform::workspace as ws;
+use crate::session::Secret;
+use crate::trial::{Trial, TrialError, read_token};
 use crate::verdict::{self, VerdictKind};
 
 pub use stats::{Spread, spread};
@@ -158,31 +155,14 @@ pub enum DrillError {
     Prepare {
         workspace: String,
         #[source]
-        source: GateError,
+        source: TrialError,
     },
     #[error(transparent)]
-    Gate(#[from] GateError),
+    Trial(#[from] TrialError),
     #[error(transparent)]
     Gpu(#[from] gpu::GpuError),
     #[error("cannot watch the namespace's pods: {0}")]
     Watch(String),
-}
-
-/// A paused workspace, ready to resume.
-struct Prepared {
-    new: NewWorkspace,
-    /// The Workspace's uid, from its create: the drill's resume and delete are bound to it.
-    uid: String,
-    marked: Option<Marked>,
-    /// The name of the Ready PodSnapshot it paused into (what `PodRestored` names).
-    snapshot_name: Option<String>,
-}
-
-struct Marked {
-    kernel_id: String,
-    nonce: Nonce,
-    plan: MarkerPlan,
-    before: Evidence,
 }
 
 /// Runs the drill. Everything created is recorded in `ledger` (the caller removes it).
@@ -202,7 +182,7 @@ pub async fn run(
     let ns = cfg.target.namespace.clone();
     ws::put_token(client, ledger, &ns, plan.token.expose(), &plan.labels)
         .await
-        .map_err(GateError::from)?;
+        .map_err(TrialError::from)?;
     if plan.quota {
         gpu::squeeze_with_quota(client, ledger, &ns, &plan.labels, plan.gpus).await?;
         progress(&format!(
@@ -245,16 +225,18 @@ pub async fn run(
     progress(&format!("all {} workspaces Paused", prepared.len()));
 
     // 2. Watch the pods, then resume them all at the same moment.
-    let watch = AttemptWatch::start(client, &ns)
-        .await
-        .map_err(DrillError::Watch)?;
+    let watch = Arc::new(
+        AttemptWatch::start(client, &ns)
+            .await
+            .map_err(DrillError::Watch)?,
+    );
     let started = Instant::now();
     watch.mark_resumed();
     let resumes = prepared
-        .iter()
-        .map(|p| ws::set_paused(client, &ns, &p.new.name, &p.uid, false));
+        .iter_mut()
+        .map(|(trial, _)| trial.resume_watched(watch.clone()));
     for r in futures::future::join_all(resumes).await {
-        r.map_err(GateError::from)?;
+        r?;
     }
     progress(&format!(
         "resumed all {} at once on {} GPU(s)",
@@ -263,10 +245,9 @@ pub async fn run(
     ));
 
     // 3. Each one: Running within the drill budget, checked, then deleted to free its GPU.
-    let budget = gate::budget(cfg, "drill_resume")?;
     let finish = prepared
         .iter()
-        .map(|p| finish_one(client, cfg, p, &watch, started, budget, progress));
+        .map(|(trial, sampled)| finish_one(cfg, trial, *sampled, started, progress));
     let mut results = futures::future::join_all(finish).await;
     for r in &mut results {
         r.waited = watch.scheduled(&r.name).map(|t| t - started);
@@ -293,6 +274,8 @@ pub async fn run(
     })
 }
 
+/// Creates workspace `i`, waits for it to be Running, marks it when it is in the sample,
+/// pauses it and finds the snapshot it paused into. Returns it with whether it is sampled.
 async fn prepare_one(
     client: &kube::Client,
     cfg: &Config,
@@ -300,131 +283,57 @@ async fn prepare_one(
     drill_id: &str,
     i: usize,
     ledger: &mut Ledger,
-) -> Result<Prepared, DrillError> {
+) -> Result<(Trial, bool), DrillError> {
     let name = format!("wsgate-drill-{drill_id}-{i:03}");
     let sampled = i < plan.sample;
-    let new = NewWorkspace {
-        namespace: cfg.target.namespace.clone(),
-        name: name.clone(),
-        kind: cfg.workspace.kind.clone(),
-        image_config: cfg.workspace.image_config.clone(),
-        pod_config: cfg.workspace.pod_config.clone(),
-        home_pvc: format!("{name}-home"),
-        home_size: cfg.workspace.home_pvc_size.clone(),
-        labels: plan.labels.clone(),
-        annotations: if sampled {
-            plan.sample_annotations.clone()
-        } else {
-            BTreeMap::new()
-        },
+    let annotations = if sampled {
+        plan.sample_annotations.clone()
+    } else {
+        BTreeMap::new()
     };
-    let err = |source: GateError| DrillError::Prepare {
+    let err = |source: TrialError| DrillError::Prepare {
         workspace: name.clone(),
         source,
     };
-    ws::create_home(client, ledger, &new)
+    let new = Trial::from_config(cfg, name.clone(), plan.labels.clone(), annotations);
+    let mut trial = Trial::create(client, ledger, new).await.map_err(err)?;
+    let mut running =
+        Trial::wait_for(cfg, "workspace_running", WorkspaceState::Running).map_err(err)?;
+    running.progress_every = None;
+    trial
+        .wait_state(&running, WorkspaceState::Running)
         .await
-        .map_err(|e| err(e.into()))?;
-    let uid = ws::create(client, ledger, &new)
+        .map_err(err)?;
+    if sampled {
+        let label = format!("{}-{name}", plan.run_id);
+        trial.mark(cfg, &plan.token, label).await.map_err(err)?;
+    }
+    trial.pause().await.map_err(err)?;
+    let mut paused =
+        Trial::wait_for(cfg, "pause_to_paused", WorkspaceState::Paused).map_err(err)?;
+    paused.progress_every = None;
+    trial
+        .wait_state(&paused, WorkspaceState::Paused)
         .await
-        .map_err(|e| err(e.into()))?
-        .metadata
-        .uid
-        .ok_or_else(|| {
-            err(GateError::Gone(format!(
-                "workspace {name} was created without a uid"
-            )))
-        })?;
-    let api: Api<Workspace> = Api::namespaced(client.clone(), &new.namespace);
-    wait_state(
-        &api,
-        cfg,
-        &name,
-        WorkspaceState::Running,
-        "workspace_running",
-    )
-    .await
-    .map_err(err)?;
-    let marked = if sampled {
-        Some(mark(client, cfg, plan, &new).await.map_err(err)?)
-    } else {
-        None
-    };
-    ws::set_paused(client, &new.namespace, &name, &uid, true)
-        .await
-        .map_err(|e| err(e.into()))?;
-    let mut wf = WaitFor::new(
-        "pause_to_paused",
-        gate::budget(cfg, "pause_to_paused").map_err(err)?,
-        "be Paused",
-    );
-    wf.progress_every = None;
-    pause::until_paused(client, &new.namespace, &name, &wf)
-        .await
-        .map_err(|e| err(e.into()))?;
-    let snapshot_name = snapshots::of_workspace(client, &new.namespace, &name)
-        .await
-        .ok()
-        .and_then(|s| {
-            s.into_iter()
-                .filter(snapshots::is_ready)
-                .max_by_key(|s| s.metadata.creation_timestamp.clone())
-                .and_then(|s| s.metadata.name)
-        });
-    Ok(Prepared {
-        new,
-        uid,
-        marked,
-        snapshot_name,
-    })
+        .map_err(err)?;
+    // A snapshot that cannot be listed is a cold start to come: the verdict will say so.
+    let _ = trial.find_ready_snapshot().await;
+    Ok((trial, sampled))
 }
 
-async fn mark(
-    client: &kube::Client,
-    cfg: &Config,
-    plan: &DrillPlan,
-    new: &NewWorkspace,
-) -> Result<Marked, GateError> {
-    let budgets = gate::session_budgets(cfg)?;
-    let jc = gate::jupyter_for(client, cfg, &new.namespace, &new.name, &plan.token).await?;
-    let kernel_id = gate::start_kernel(&jc, &budgets).await?;
-    let nonce = Nonce::generate();
-    let marker = MarkerPlan::new(gate::model(cfg), format!("{}-{}", plan.run_id, new.name));
-    let before = crate::session::mark(&jc, &kernel_id, &nonce, &marker, &budgets).await?;
-    Ok(Marked {
-        kernel_id,
-        nonce,
-        plan: marker,
-        before,
-    })
-}
-
-async fn wait_state(
-    api: &Api<Workspace>,
-    cfg: &Config,
-    name: &str,
-    state: WorkspaceState,
-    budget: &str,
-) -> Result<(), GateError> {
-    let mut wf = WaitFor::new(budget, gate::budget(cfg, budget)?, format!("be {state}"));
-    wf.progress_every = None;
-    wait::until(api, name, &wf, ws::describe, |o| ws::is_state(o, state)).await?;
-    Ok(())
-}
-
+/// One resumed workspace: Running within the `drill_resume` budget, checked, then deleted
+/// to give its GPU to the next one.
 async fn finish_one(
-    client: &kube::Client,
     cfg: &Config,
-    p: &Prepared,
-    watch: &AttemptWatch,
+    trial: &Trial,
+    sampled: bool,
     started: Instant,
-    budget: Duration,
     progress: &(dyn Fn(&str) + Sync),
 ) -> WorkspaceResult {
-    let name = p.new.name.clone();
+    let name = trial.workspace.name.clone();
     let mut result = WorkspaceResult {
         name: name.clone(),
-        sampled: p.marked.is_some(),
+        sampled,
         waited: None,
         to_running: None,
         ready_to_pod_restored: None,
@@ -432,20 +341,21 @@ async fn finish_one(
         max_attempts: 0,
         problem: None,
     };
-    let api: Api<Workspace> = Api::namespaced(client.clone(), &p.new.namespace);
-    let mut wf = WaitFor::new("drill_resume", budget, "be Running");
-    wf.progress_every = None;
-    if let Err(e) = wait::until(&api, &name, &wf, ws::describe, |o| {
-        ws::is_state(o, WorkspaceState::Running)
-    })
-    .await
-    {
+    let waited = Trial::wait_for(cfg, "drill_resume", WorkspaceState::Running).map(|mut wf| {
+        wf.progress_every = None;
+        wf
+    });
+    let running = match waited {
+        Ok(wf) => trial.wait_state(&wf, WorkspaceState::Running).await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = running {
         result.verdict = "not Running".into();
         result.problem = Some(e.to_string());
         return result;
     }
     result.to_running = Some(started.elapsed());
-    match check(client, cfg, p, watch).await {
+    match check(cfg, trial, sampled).await {
         Ok(Checked {
             verdict,
             problem,
@@ -467,20 +377,10 @@ async fn finish_one(
     ));
     // Give the GPU to the next one. A delete that fails leaves the GPU held, and the
     // others would wait out their budget for it: say so here, where the cause is.
-    let dp = DeleteParams {
-        preconditions: Some(kube::api::Preconditions {
-            uid: Some(p.uid.clone()),
-            resource_version: None,
-        }),
-        ..Default::default()
-    };
-    match idempotent::delete(&api, &name, &dp).await {
-        Ok(_) => {}
-        Err(e) => {
-            let why = format!("could not delete it to free its GPU: {e}");
-            progress(&format!("{name}: {why}"));
-            result.problem.get_or_insert(why);
-        }
+    if let Err(e) = trial.delete().await {
+        let why = format!("could not delete it to free its GPU: {e}");
+        progress(&format!("{name}: {why}"));
+        result.problem.get_or_insert(why);
     }
     result
 }
@@ -492,88 +392,26 @@ struct Checked {
     ready_to_pod_restored: Option<Duration>,
 }
 
-/// The verdict of one resumed workspace: full evidence for the sample, the platform's
-/// restore condition for the rest. With a Ready snapshot to restore from, the condition is
-/// waited for within the `pod_restored` budget (GKE writes it after the pod is Ready),
-/// counted from the resume or, for a workspace that queued for a GPU, from its binding.
-async fn check(
-    client: &kube::Client,
-    cfg: &Config,
-    p: &Prepared,
-    watch: &AttemptWatch,
-) -> Result<Checked, GateError> {
-    let (ns, name) = (&p.new.namespace, &p.new.name);
-    let mut lag = None;
-    let mut platform = PlatformEvidence {
-        observed: true,
-        expected_snapshot: p.snapshot_name.clone(),
-        ..Default::default()
-    };
-    if p.snapshot_name.is_some() {
-        let limit = gate::budget(cfg, "pod_restored")?;
-        let seen = watch.wait_pod_restored(name, limit).await;
-        lag = seen.lag();
-        platform.pod_restored_budget_s = Some(limit.as_secs_f64().ceil() as u64);
-        platform.pod_restored = seen.condition.map(|(c, _)| c);
-    }
-    let pods = ws::pods(client, ns, name).await?;
-    let pod = pods
-        .iter()
-        .find(|p| p.metadata.deletion_timestamp.is_none());
-    if let Some(pod) = pod
-        && platform.pod_restored_budget_s.is_none()
-    {
-        platform.pod_restored = snapshots::pod_restored(pod);
-    }
-    let Some(m) = &p.marked else {
-        let restored_from_own = platform.pod_restored.as_ref().is_some_and(|c| {
-            c.status == "True"
-                && p.snapshot_name.as_ref().is_none_or(|snapshot| {
-                    c.message.as_deref().is_some_and(|m| m.contains(snapshot))
-                })
-        });
-        let (verdict, problem) = if restored_from_own {
-            (PLATFORM_RESTORED.into(), None)
-        } else {
-            (
-                PLATFORM_NOT_RESTORED.into(),
-                Some(match &platform.pod_restored {
-                    Some(c) => format!(
-                        "PodRestored={} ({})",
-                        c.status,
-                        c.message.clone().unwrap_or_default()
-                    ),
-                    None => platform.said().swap_remove(0),
-                }),
-            )
+/// The verdict of one resumed workspace: the restore verdict for the sample, the
+/// platform's restore condition for the rest ([`verdict::platform_restored`]).
+async fn check(cfg: &Config, trial: &Trial, sampled: bool) -> Result<Checked, TrialError> {
+    let seen = trial.platform_evidence(cfg, sampled).await?;
+    let lag = seen.lag;
+    let platform = seen.evidence;
+    if !sampled {
+        let (verdict, problem) = match verdict::platform_restored(&platform) {
+            Ok(()) => (PLATFORM_RESTORED.into(), None),
+            Err(said) => (PLATFORM_NOT_RESTORED.into(), Some(said)),
         };
         return Ok(Checked {
             verdict,
             problem,
             ready_to_pod_restored: lag,
         });
-    };
-    let budgets = gate::session_budgets(cfg)?;
-    let token = gate::read_token(client, ns).await?;
-    let jc = gate::jupyter_for(client, cfg, ns, name, &token).await?;
-    if let Some(pod) = pod {
-        platform.restore_event = snapshots::restore_event(client, pod)
-            .await
-            .map_err(|source| GateError::Api {
-                what: "read the pod's restore event".into(),
-                source,
-            })?;
     }
-    let after = crate::session::collect_evidence(
-        &jc,
-        &m.kernel_id,
-        &m.nonce,
-        &m.plan,
-        &budgets,
-        Some(&m.before),
-    )
-    .await?;
-    let v = verdict::decide(&m.before, &after, &platform);
+    let token = read_token(trial.client(), &trial.workspace.namespace).await?;
+    let (after, _) = trial.kernel_evidence(cfg, &token).await?;
+    let v = trial.decide(&after, &platform)?;
     if v.false_restore() {
         return Ok(Checked {
             verdict: format!("{} (FALSE RESTORE)", v.kind),

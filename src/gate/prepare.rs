@@ -2,17 +2,14 @@
 //! loaded, the marker in kernel memory and the files written, then paused, and the state
 //! for `gate verify`. On failure everything created so far is removed again.
 
-use kube::api::Api;
-
-use super::state::{GateState, SCHEMA, SnapshotRef};
-use super::{GateError, budget, jupyter_for, model, session_budgets, start_kernel};
+use super::state::{GateState, SCHEMA};
 use crate::config::Config;
-use crate::platform::crd::{Workspace, WorkspaceState};
+use crate::platform::crd::WorkspaceState;
 use crate::platform::ledger::{self, Ledger};
-use crate::platform::wait::{self, WaitFor};
-use crate::platform::workspace::{self as ws, NewWorkspace};
-use crate::platform::{pause, snapshots};
-use crate::session::{MarkerPlan, Nonce, Secret};
+use crate::platform::snapshots;
+use crate::platform::workspace as ws;
+use crate::session::Secret;
+use crate::trial::{Trial, TrialError};
 
 /// What `prepare` needs besides the config.
 pub struct PrepareOptions {
@@ -32,7 +29,7 @@ pub async fn prepare(
     cfg: &Config,
     opts: &PrepareOptions,
     progress: &(dyn Fn(&str) + Sync),
-) -> Result<GateState, GateError> {
+) -> Result<GateState, TrialError> {
     let mut ledger = Ledger::default();
     match prepare_into(client, cfg, opts, &mut ledger, progress).await {
         Ok(state) => Ok(state),
@@ -42,7 +39,7 @@ pub async fn prepare(
                 .cleanup(
                     client,
                     &crate::platform::ownership::Claim::Run(opts.run_id.clone()),
-                    budget(cfg, "delete")?,
+                    cfg.budgets.delete.duration(),
                     false,
                 )
                 .await;
@@ -60,95 +57,41 @@ async fn prepare_into(
     opts: &PrepareOptions,
     ledger: &mut Ledger,
     progress: &(dyn Fn(&str) + Sync),
-) -> Result<GateState, GateError> {
+) -> Result<GateState, TrialError> {
     let ns = cfg.target.namespace.clone();
     let expires_at = chrono::Utc::now() + opts.expires_in;
     let labels = ledger::labels(&opts.run_id, expires_at);
     let suffix = &uuid::Uuid::new_v4().simple().to_string()[..6];
     let name = format!("wsgate-gate-{suffix}");
-    let new = NewWorkspace {
-        namespace: ns.clone(),
-        name: name.clone(),
-        kind: cfg.workspace.kind.clone(),
-        image_config: cfg.workspace.image_config.clone(),
-        pod_config: cfg.workspace.pod_config.clone(),
-        home_pvc: format!("{name}-home"),
-        home_size: cfg.workspace.home_pvc_size.clone(),
-        labels: labels.clone(),
-        annotations: Default::default(),
-    };
     ws::put_token(client, ledger, &ns, opts.token.expose(), &labels).await?;
-    ws::create_home(client, ledger, &new).await?;
-    // The uid of what this run created binds every later write to it.
-    let workspace_uid = ws::create(client, ledger, &new)
-        .await?
-        .metadata
-        .uid
-        .ok_or_else(|| {
-            GateError::Gone(format!("workspace {ns}/{name} was created without a uid"))
-        })?;
+    let new = Trial::from_config(cfg, name.clone(), labels, Default::default());
+    let mut trial = Trial::create(client, ledger, new).await?;
     progress(&format!(
         "created workspace {ns}/{name} (kind {}, pod config {})",
-        new.kind, new.pod_config
+        trial.workspace.kind, trial.workspace.pod_config
     ));
-    let api: Api<Workspace> = Api::namespaced(client.clone(), &ns);
-    let running = wait_state(
-        &api,
-        cfg,
-        &name,
-        WorkspaceState::Running,
-        "workspace_running",
-    )
-    .await?;
-    if running.and_then(|w| w.metadata.uid).as_deref() != Some(workspace_uid.as_str()) {
-        return Err(GateError::Gone(format!(
-            "workspace {ns}/{name} (uid {workspace_uid}) was replaced by a namesake while it \
-             started; the gate leaves the namesake alone"
-        )));
-    }
+    let running = Trial::wait_for(cfg, "workspace_running", WorkspaceState::Running)?;
+    trial.wait_state(&running, WorkspaceState::Running).await?;
     progress("workspace Running; loading the model and storing the marker");
 
-    let budgets = session_budgets(cfg)?;
-    let jc = jupyter_for(client, cfg, &ns, &name, &opts.token).await?;
-    let kernel_id = start_kernel(&jc, &budgets).await?;
-    let nonce = Nonce::generate();
-    let plan = MarkerPlan::new(model(cfg), opts.run_id.clone());
-    let before = crate::session::mark(&jc, &kernel_id, &nonce, &plan, &budgets).await?;
+    let marked = trial
+        .mark(cfg, &opts.token, opts.run_id.clone())
+        .await?
+        .clone();
     progress(&format!(
-        "marker stored in kernel {kernel_id} (model {}); pausing",
-        cfg.workspace.model
+        "marker stored in kernel {} (model {}); pausing",
+        marked.kernel_id, cfg.workspace.model
     ));
 
-    let pods = ws::pods(client, &ns, &name).await?;
-    let node_before_pause = pods.iter().find_map(|p| p.spec.as_ref()?.node_name.clone());
-    ws::set_paused(client, &ns, &name, &workspace_uid, true).await?;
-    let wf = WaitFor::new(
-        "pause_to_paused",
-        budget(cfg, "pause_to_paused")?,
-        "be Paused",
-    );
-    pause::until_paused(client, &ns, &name, &wf).await?;
-    let snaps = snapshots::of_workspace(client, &ns, &name)
-        .await
-        .map_err(|source| GateError::Api {
-            what: format!("list the PodSnapshots of workspace {ns}/{name}"),
-            source,
-        })?;
-    let snapshot = snaps
-        .iter()
-        .filter(|s| snapshots::is_ready(s))
-        .max_by_key(|s| s.metadata.creation_timestamp.clone())
-        .and_then(|s| {
-            Some(SnapshotRef {
-                name: s.metadata.name.clone()?,
-                uid: s.metadata.uid.clone()?,
-            })
-        });
-    let Some(ready) = &snapshot else {
+    trial.pause().await?;
+    let paused = Trial::wait_for(cfg, "pause_to_paused", WorkspaceState::Paused)?;
+    trial.wait_state(&paused, WorkspaceState::Paused).await?;
+    let snaps = trial.find_ready_snapshot().await?;
+    let Some(ready) = &trial.snapshot else {
         // Without a snapshot taken before the upgrade, verify could only blame the upgrade
         // for a loss that happened here.
         let found = snapshots::summarize(&snaps);
-        return Err(GateError::NoSnapshot(format!(
+        return Err(TrialError::NoSnapshot(format!(
             "workspace {ns}/{name} paused, but no PodSnapshot is Ready (found: {found:?}): the \
              platform cannot checkpoint now, before the upgrade, so the gate has nothing to \
              verify across it; fix the checkpoint first (`wsgate doctor`, the PodSnapshot's \
@@ -167,32 +110,16 @@ async fn prepare_into(
         server: opts.server.clone(),
         namespace: ns,
         workspace: name,
-        workspace_uid,
-        kind: new.kind,
-        image_config: new.image_config,
-        pod_config: new.pod_config,
-        node_before_pause,
-        snapshot,
-        kernel_id,
-        nonce: nonce.seal(),
-        plan,
-        before,
+        workspace_uid: trial.uid,
+        kind: trial.workspace.kind,
+        image_config: trial.workspace.image_config,
+        pod_config: trial.workspace.pod_config,
+        node_before_pause: trial.node_before_pause,
+        snapshot: trial.snapshot,
+        kernel_id: marked.kernel_id,
+        nonce: marked.nonce.seal(),
+        plan: marked.plan,
+        before: marked.before,
         ledger: ledger.clone(),
     })
-}
-
-/// Waits for `state` within the named budget; returns the Workspace as last seen.
-pub(super) async fn wait_state(
-    api: &Api<Workspace>,
-    cfg: &Config,
-    name: &str,
-    state: WorkspaceState,
-    budget_name: &str,
-) -> Result<Option<Workspace>, GateError> {
-    let wf = WaitFor::new(
-        budget_name,
-        budget(cfg, budget_name)?,
-        format!("be {state}"),
-    );
-    Ok(wait::until(api, name, &wf, ws::describe, |o| ws::is_state(o, state)).await?)
 }

@@ -14,6 +14,7 @@ use crate::platform::ledger::Ledger;
 use crate::session::marker::SealedNonce;
 use crate::session::probe_state::write_private_json;
 use crate::session::protocol::MarkerPlan;
+use crate::trial::SnapshotRef;
 use crate::verdict::Evidence;
 
 /// The schema tag of the current format.
@@ -54,15 +55,6 @@ pub struct GateState {
     pub before: Evidence,
     /// What prepare created, in order (verify removes it in reverse).
     pub ledger: Ledger,
-}
-
-/// A PodSnapshot by name and uid.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SnapshotRef {
-    /// `metadata.name`: a UUID GKE makes; what the `PodRestored` message names.
-    pub name: String,
-    /// `metadata.uid` (the API server's): the prefix of the snapshot's bucket objects.
-    pub uid: String,
 }
 
 /// Why the state file could not be used.

@@ -5,24 +5,20 @@
 //! fails too: retries never count toward a gate verdict. Removes what prepare created.
 
 use std::fmt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Secret as KubeSecret;
 use kube::api::Api;
 use serde::Serialize;
 
-use super::prepare::wait_state;
 use super::state::GateState;
-use super::{GateError, budget, jupyter_for, session_budgets};
 use crate::config::Config;
-use crate::platform::attempts::AttemptWatch;
 use crate::platform::crd::{Workspace, WorkspaceState};
 use crate::platform::ledger::CleanupResult;
 use crate::platform::ownership::{self, Claim};
-use crate::platform::snapshots;
-use crate::platform::workspace::{self as ws, TOKEN_SECRET};
-use crate::session::{PlatformEvidence, Secret};
-use crate::verdict::{self, FilesState, ProcessState, Verdict, VerdictKind};
+use crate::platform::workspace::{self as ws, NewWorkspace};
+use crate::session::PlatformEvidence;
+use crate::trial::{Marked, Trial, TrialError, read_token};
+use crate::verdict::{FilesState, ProcessState, Verdict, VerdictKind};
 
 /// What `verify` may do besides deciding.
 #[derive(Debug, Clone, Copy, Default)]
@@ -199,11 +195,11 @@ pub async fn verify(
     state: &GateState,
     opts: VerifyOptions,
     progress: &(dyn Fn(&str) + Sync),
-) -> Result<GateOutcome, GateError> {
+) -> Result<GateOutcome, TrialError> {
     // The state file came from another machine: its run id and every ledger entry are
     // checked before anything is touched (crate::platform::ownership).
     ownership::check_run_id(&state.run_id)
-        .map_err(|why| GateError::Config(format!("the state file's run_id: {why}")))?;
+        .map_err(|why| TrialError::Config(format!("the state file's run_id: {why}")))?;
     let claim = Claim::Run(state.run_id.clone());
     let (ledger, refused) = state.ledger.vet(&state.namespace, &claim);
     for r in &refused {
@@ -217,7 +213,7 @@ pub async fn verify(
         let mut results = refused;
         results.extend(
             ledger
-                .cleanup(client, &claim, budget(cfg, "delete")?, false)
+                .cleanup(client, &claim, cfg.budgets.delete.duration(), false)
                 .await,
         );
         for r in &results {
@@ -236,17 +232,17 @@ async fn decide(
     state: &GateState,
     claim: &Claim,
     progress: &(dyn Fn(&str) + Sync),
-) -> Result<GateOutcome, GateError> {
+) -> Result<GateOutcome, TrialError> {
     let ns = &state.namespace;
     let name = &state.workspace;
     let api: Api<Workspace> = Api::namespaced(client.clone(), ns);
-    let found = api.get_opt(name).await.map_err(|source| GateError::Api {
+    let found = api.get_opt(name).await.map_err(|source| TrialError::Api {
         what: format!("read workspace {ns}/{name}"),
         source,
     })?;
     let Some(found) = found.filter(|w| w.metadata.uid.as_deref() == Some(&state.workspace_uid))
     else {
-        return Err(GateError::Gone(format!(
+        return Err(TrialError::Gone(format!(
             "workspace {ns}/{name} (uid {}) from the state file is gone: the gate cannot decide; \
              run `wsgate gate prepare` again before the next upgrade",
             state.workspace_uid
@@ -259,29 +255,19 @@ async fn decide(
         claim,
         Some(&state.workspace_uid),
     )
-    .map_err(|e| GateError::Gone(format!("{e}: the gate cannot decide")))?;
+    .map_err(|e| TrialError::Gone(format!("{e}: the gate cannot decide")))?;
     if !ws::is_state(Some(&found), WorkspaceState::Paused) {
-        return Err(GateError::Gone(format!(
+        return Err(TrialError::Gone(format!(
             "workspace {ns}/{name} is not Paused ({}): something resumed or changed it since \
              prepare, so the gate cannot decide",
             ws::describe(Some(&found))
         )));
     }
-    let snapshot_before_resume =
-        match &state.snapshot {
-            None => None,
-            Some(want) => {
-                let snaps = snapshots::of_workspace(client, ns, name)
-                    .await
-                    .map_err(|source| GateError::Api {
-                        what: format!("list the PodSnapshots of workspace {ns}/{name}"),
-                        source,
-                    })?;
-                Some(snaps.iter().any(|s| {
-                    s.metadata.name.as_deref() == Some(&want.name) && snapshots::is_ready(s)
-                }))
-            }
-        };
+    let mut trial = adopt(client, state)?;
+    let snapshot_before_resume = match &state.snapshot {
+        None => None,
+        Some(_) => Some(trial.check_snapshot_ready().await?),
+    };
     match (&state.snapshot, snapshot_before_resume) {
         (Some(s), Some(true)) => progress(&format!("PodSnapshot {} is still Ready", s.name)),
         (Some(s), _) => progress(&format!(
@@ -291,36 +277,17 @@ async fn decide(
         (None, _) => progress("prepare recorded no Ready PodSnapshot"),
     }
     let token = read_token(client, ns).await?;
-    let nonce = state
-        .nonce
-        .unseal()
-        .ok_or_else(|| GateError::Config("the state file's sealed nonce is damaged".into()))?;
 
     progress(&format!("resuming workspace {ns}/{name}"));
-    // The resume's pods, watched from the request on: when one is Ready, when it shows
-    // PodRestored (GKE writes it after Ready).
-    let watch = AttemptWatch::start(client, ns)
-        .await
-        .map_err(GateError::PodWatch)?;
-    watch.mark_resumed();
-    let resumed_at = Instant::now();
-    let resumed_utc = chrono::Utc::now();
-    ws::set_paused(client, ns, name, &state.workspace_uid, false).await?;
-    wait_state(
-        &api,
-        cfg,
-        name,
-        WorkspaceState::Running,
-        "resume_to_running",
-    )
-    .await?;
-    let resume_to_running = resumed_at.elapsed();
-    let pods = ws::pods(client, ns, name).await?;
+    let resumed = trial.resume().await?;
+    let running = Trial::wait_for(cfg, "resume_to_running", WorkspaceState::Running)?;
+    trial.wait_state(&running, WorkspaceState::Running).await?;
+    let resume_to_running = resumed.instant.elapsed();
+    let pods = trial.pods().await?;
     let attempts = pods.len();
-    let pod = pods
+    let restarts = pods
         .iter()
-        .find(|p| p.metadata.deletion_timestamp.is_none());
-    let restarts = pod
+        .find(|p| p.metadata.deletion_timestamp.is_none())
         .and_then(|p| p.status.as_ref()?.container_statuses.as_ref())
         .map(|cs| cs.iter().map(|c| c.restart_count).sum())
         .unwrap_or(0);
@@ -329,60 +296,28 @@ async fn decide(
         resume_to_running.as_secs_f64()
     ));
 
-    let budgets = session_budgets(cfg)?;
-    let jc = jupyter_for(client, cfg, ns, name, &token).await?;
-    let (after, stamps) = crate::session::collect_evidence_stamped(
-        &jc,
-        &state.kernel_id,
-        &nonce,
-        &state.plan,
-        &budgets,
-        Some(&state.before),
-    )
-    .await?;
+    let (after, stamps) = trial.kernel_evidence(cfg, &token).await?;
     let resume_to_next_cell = stamps
         .first_cell_done
-        .and_then(|at| (at - resumed_utc).to_std().ok());
-    let mut platform = PlatformEvidence {
-        observed: true,
-        expected_snapshot: state.snapshot.as_ref().map(|s| s.name.clone()),
-        ..Default::default()
-    };
-    // Wait for PodRestored only when a Ready snapshot was there to restore from.
-    let mut pod_restored_lag = None;
-    if snapshot_before_resume == Some(true) {
-        let limit = budget(cfg, "pod_restored")?;
-        let seen = watch.wait_pod_restored(name, limit).await;
-        platform.pod_restored_budget_s = Some(limit.as_secs_f64().ceil() as u64);
-        pod_restored_lag = seen.lag();
-        match &seen.condition {
-            Some((c, at)) => progress(&format!(
+        .and_then(|at| (at - resumed.at).to_std().ok());
+    let seen = trial.platform_evidence(cfg, true).await?;
+    if let Some(limit) = seen.evidence.pod_restored_budget_s {
+        match (&seen.evidence.pod_restored, seen.restored) {
+            (Some(c), Some(at)) => progress(&format!(
                 "PodRestored {} {:.1} s after the resume{}",
                 c.status,
-                (at.instant - resumed_at).as_secs_f64(),
-                pod_restored_lag
+                (at.instant - resumed.instant).as_secs_f64(),
+                seen.lag
                     .map(|l| format!(", {:.1} s after the pod was Ready", l.as_secs_f64()))
                     .unwrap_or_default()
             )),
-            None => progress(&format!(
-                "no PodRestored within the `pod_restored` budget ({:.0} s)",
-                limit.as_secs_f64()
+            _ => progress(&format!(
+                "no PodRestored within the `pod_restored` budget ({limit} s)"
             )),
         }
-        platform.pod_restored = seen.condition.map(|(c, _)| c);
     }
-    if let Some(pod) = pod {
-        if platform.pod_restored_budget_s.is_none() {
-            platform.pod_restored = snapshots::pod_restored(pod);
-        }
-        platform.restore_event = snapshots::restore_event(client, pod)
-            .await
-            .map_err(|source| GateError::Api {
-                what: "read the pod's restore event".into(),
-                source,
-            })?;
-    }
-    let restore = verdict::decide(&state.before, &after, &platform);
+    let platform = seen.evidence;
+    let restore = trial.decide(&after, &platform)?;
     let recovered = after.recovery.as_ref().is_some_and(|r| r.loaded);
     let (verdict, summary, guidance) =
         gate_verdict(&restore, &platform, attempts, restarts, recovered);
@@ -396,32 +331,40 @@ async fn decide(
         restarts,
         resume_to_running,
         resume_to_next_cell,
-        pod_restored_lag,
+        pod_restored_lag: seen.lag,
         cleanup: Vec::new(),
     })
 }
 
-/// The workspace's Jupyter token, from the namespace's Secret (never from the state file).
-pub async fn read_token(client: &kube::Client, ns: &str) -> Result<Secret, GateError> {
-    let api: Api<KubeSecret> = Api::namespaced(client.clone(), ns);
-    let secret = api
-        .get_opt(TOKEN_SECRET.0)
-        .await
-        .map_err(|source| GateError::Api {
-            what: format!("read Secret {ns}/{}", TOKEN_SECRET.0),
-            source,
-        })?;
-    secret
-        .and_then(|s| s.data?.remove(TOKEN_SECRET.1))
-        .and_then(|b| String::from_utf8(b.0).ok())
-        .map(Secret::new)
-        .ok_or_else(|| {
-            GateError::Gone(format!(
-                "Secret {ns}/{} with the workspace's Jupyter token is gone: verify cannot reach \
-                 the kernel",
-                TOKEN_SECRET.0
-            ))
-        })
+/// The trial prepare began, from the state file alone: its Workspace (by uid), its marker
+/// (the nonce unsealed) and the snapshot it paused into.
+fn adopt(client: &kube::Client, state: &GateState) -> Result<Trial, TrialError> {
+    let nonce = state
+        .nonce
+        .unseal()
+        .ok_or_else(|| TrialError::Config("the state file's sealed nonce is damaged".into()))?;
+    let workspace = NewWorkspace {
+        namespace: state.namespace.clone(),
+        name: state.workspace.clone(),
+        kind: state.kind.clone(),
+        image_config: state.image_config.clone(),
+        pod_config: state.pod_config.clone(),
+        home_pvc: format!("{}-home", state.workspace),
+        home_size: String::new(),
+        labels: Default::default(),
+        annotations: Default::default(),
+    };
+    let mut trial = Trial::adopt(client, workspace, state.workspace_uid.clone());
+    trial.node_before_pause = state.node_before_pause.clone();
+    trial.snapshot = state.snapshot.clone();
+    trial.marked = Some(Marked {
+        kernel_id: state.kernel_id.clone(),
+        nonce,
+        plan: state.plan.clone(),
+        before: state.before.clone(),
+        reachable_at: None,
+    });
+    Ok(trial)
 }
 
 #[cfg(test)]

@@ -23,6 +23,16 @@ pub enum Model {
     Qwen25_3bT4,
 }
 
+/// The model `workspace.model` names.
+impl From<crate::config::Model> for Model {
+    fn from(m: crate::config::Model) -> Self {
+        match m {
+            crate::config::Model::SimTiny => Model::SimTiny,
+            crate::config::Model::Qwen3bT4 => Model::Qwen25_3bT4,
+        }
+    }
+}
+
 impl Model {
     /// The model's name, as in `fixtures/cells/<name>/`.
     pub fn name(self) -> &'static str {

@@ -41,6 +41,7 @@ pub use models::{KernelModel, ServerStatus, SessionModel};
 pub use probe::{ProbeArgs, ProbeCommand, ProbeError};
 pub use protocol::{
     Budgets, MarkerPlan, Stamps, collect_evidence, collect_evidence_stamped, mark, slow_every_cell,
+    start_kernel,
 };
 
 pub use crate::verdict::evidence::{

@@ -122,6 +122,12 @@ impl Default for Budgets {
     }
 }
 
+/// Starts a kernel, retrying while the server is still coming up, within `budget` (the
+/// `kernel_reachable` budget in the harness); returns its id.
+pub async fn start_kernel(client: &JupyterClient, budget: &Budget) -> Result<String, SessionError> {
+    retry_transient(budget, || async { Ok(client.start_kernel(None).await?.id) }).await
+}
+
 /// Before the pause: loads the model, stores the nonce (silent, no history), writes the
 /// files, uses the model, and returns the evidence (phase `BeforePause`).
 pub async fn mark(

@@ -566,6 +566,31 @@ fn describe_recovery(b: &KernelEvidence, after: &Evidence, lines: &mut Vec<Strin
     ));
 }
 
+/// Without the kernel's evidence (a drill's workspaces outside its sample): whether the
+/// platform says the pod was restored from the expected snapshot, `PodRestored=True` naming
+/// it (any `True` when no snapshot was expected). The platform's word only, never
+/// `Restored`: `Err` says what it said instead.
+pub fn platform_restored(platform: &PlatformEvidence) -> Result<(), String> {
+    let condition = platform.pod_restored.as_ref();
+    let from_expected = condition.is_some_and(|c| c.status == "True")
+        && (platform.expected_snapshot.is_none() || restored_snapshot(platform).is_some());
+    if from_expected {
+        return Ok(());
+    }
+    Err(match condition {
+        Some(c) => format!(
+            "PodRestored={} ({})",
+            c.status,
+            c.message.clone().unwrap_or_default()
+        ),
+        None => platform
+            .said()
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| "platform: not observed".to_owned()),
+    })
+}
+
 /// The expected snapshot's name, when the `PodRestored` message names it (GKE's check:
 /// `strings.Contains(cond.Message, snapshotName)`).
 fn restored_snapshot(platform: &PlatformEvidence) -> Option<String> {

@@ -15,7 +15,7 @@ mod outcome;
 #[cfg(test)]
 mod tests;
 
-pub use decide::decide;
+pub use decide::{decide, platform_restored};
 pub use evidence::{
     ConditionEvidence, DiskScan, EventEvidence, Evidence, FileState, KernelEvidence,
     MarkerObservation, ModelEvidence, Phase, PlatformEvidence, ProcessStart, RecoveryEvidence,

@@ -924,3 +924,24 @@ fn a_restore_from_another_snapshot_names_the_missing_snapshot_name() {
          message says Restored from snapshot snap-2"
     );
 }
+
+/// The drill's workspaces outside its sample: the platform's word alone, and only when it
+/// names the snapshot the pause made (a restore from another snapshot is not "restored").
+#[test]
+fn the_platform_alone_says_restored_only_from_the_expected_snapshot() {
+    assert_eq!(platform_restored(&gke_restored("snap-1")), Ok(()));
+    let other = platform_restored(&gke_restored("snap-0")).unwrap_err();
+    assert!(
+        other.starts_with("PodRestored=True (Restored from snapshot snap-0)"),
+        "{other}"
+    );
+    let mut nothing_expected = gke_restored("snap-0");
+    nothing_expected.expected_snapshot = None;
+    assert_eq!(platform_restored(&nothing_expected), Ok(()));
+    let cold = platform_restored(&gke_cold()).unwrap_err();
+    assert!(cold.contains("no such condition"), "{cold}");
+    let mut refused = gke_restored("snap-1");
+    refused.pod_restored.as_mut().unwrap().status = "False".into();
+    assert!(platform_restored(&refused).is_err());
+    assert!(platform_restored(&PlatformEvidence::not_observed()).is_err());
+}

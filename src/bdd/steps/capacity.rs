@@ -138,8 +138,8 @@ async fn one_attempt(w: &mut WsWorld) -> StepResult {
         .await
         .map_err(|e| e.to_string())?;
     w.max_pods_seen = w.max_pods_seen.max(pods.len());
-    if let Some(watch) = &w.attempts {
-        w.max_pods_seen = w.max_pods_seen.max(watch.max_alive(&new.name));
+    if let Some(resumed) = &w.trial()?.resumed {
+        w.max_pods_seen = w.max_pods_seen.max(resumed.watch.max_alive(&new.name));
     }
     if w.max_pods_seen <= 1 {
         Ok(())
@@ -157,7 +157,7 @@ async fn still_ready(w: &mut WsWorld) -> StepResult {
     let snaps = snapshots::of_workspace(&w.ctx.client, &new.namespace, &new.name)
         .await
         .map_err(|e| format!("cannot list PodSnapshots: {e}"))?;
-    let Some(expected) = w.snapshot_name.clone() else {
+    let Some(expected) = w.trial()?.snapshot.as_ref().map(|s| s.name.clone()) else {
         // Nothing was Ready when the resume was asked for: the snapshot was never there to
         // be consumed, and the cause is the checkpoint, not the wait.
         let found = snapshots::summarize(&snaps);

@@ -168,18 +168,14 @@ async fn busy_cell(w: &mut WsWorld) -> StepResult {
             rule.seconds_since_active, rule.probe_interval_seconds
         ));
     }
-    let budgets = crate::gate::session_budgets(&w.ctx.config).map_err(|e| e.to_string())?;
+    let budgets = crate::trial::session_budgets(&w.ctx.config);
     let new = w.ws()?.clone();
-    let jc = crate::gate::jupyter_for(
-        &w.ctx.client,
-        &w.ctx.config,
-        &new.namespace,
-        &new.name,
-        &w.ctx.token,
-    )
-    .await
-    .map_err(|e| e.to_string())?;
-    let kernel = crate::gate::start_kernel(&jc, &budgets)
+    let jc = w
+        .trial()?
+        .jupyter(&w.ctx.config, &w.ctx.token)
+        .await
+        .map_err(|e| e.to_string())?;
+    let kernel = crate::session::start_kernel(&jc, &budgets.connect)
         .await
         .map_err(|e| e.to_string())?;
     w.mark(Mark::KernelReachable, Some(kernel.clone()));

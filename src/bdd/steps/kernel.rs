@@ -4,29 +4,8 @@
 use cucumber::{given, then};
 
 use crate::bdd::world::{StepResult, WsWorld};
-use crate::platform::{snapshots, workspace as ws};
-use crate::session::protocol::Budgets;
-use crate::session::{JupyterClient, MarkerPlan, Nonce, PlatformEvidence};
 use crate::timeline::Mark;
-use crate::verdict::{self, FilesState};
-
-fn budgets(w: &WsWorld) -> Result<Budgets, String> {
-    crate::gate::session_budgets(&w.ctx.config).map_err(|e| e.to_string())
-}
-
-/// A Jupyter client for the workspace's current pod.
-async fn jupyter(w: &WsWorld) -> Result<JupyterClient, String> {
-    let new = w.ws()?;
-    crate::gate::jupyter_for(
-        &w.ctx.client,
-        &w.ctx.config,
-        &new.namespace,
-        &new.name,
-        &w.ctx.token,
-    )
-    .await
-    .map_err(|e| e.to_string())
-}
+use crate::verdict::FilesState;
 
 pub(crate) fn require_kernels(w: &WsWorld) -> StepResult {
     if w.ctx.simulator && w.ctx.config.sim.runtime.as_str() == "none" {
@@ -40,23 +19,18 @@ pub(crate) fn require_kernels(w: &WsWorld) -> StepResult {
 )]
 async fn mark(w: &mut WsWorld) -> StepResult {
     require_kernels(w)?;
-    let budgets = budgets(w)?;
-    let jc = jupyter(w).await?;
-    let kernel = crate::gate::start_kernel(&jc, &budgets)
+    let (ctx, label) = (w.ctx.clone(), w.ctx.run_id.clone());
+    let marked = w
+        .trial_mut()?
+        .mark(&ctx.config, &ctx.token, label)
         .await
         .map_err(|e| e.to_string())?;
-    w.mark(Mark::KernelReachable, Some(kernel.clone()));
-    let nonce = Nonce::generate();
-    let plan = MarkerPlan::new(crate::gate::model(&w.ctx.config), w.ctx.run_id.clone());
-    let evidence = crate::session::mark(&jc, &kernel, &nonce, &plan, &budgets)
-        .await
-        .map_err(|e| e.to_string())?;
+    let (kernel, reachable) = (marked.kernel_id.clone(), marked.reachable_at);
+    if let Some(at) = reachable {
+        w.mark_observed_at(Mark::KernelReachable, at, Some(kernel));
+    }
     w.mark(Mark::ModelLoaded, None);
     w.mark(Mark::MarkerStored, None);
-    w.kernel_id = Some(kernel);
-    w.nonce = Some(nonce);
-    w.plan = Some(plan);
-    w.before = Some(evidence);
     Ok(())
 }
 
@@ -65,12 +39,16 @@ async fn mark(w: &mut WsWorld) -> StepResult {
 #[given(expr = "every cell the kernel runs takes {int} ms longer")]
 async fn slow_cells(w: &mut WsWorld, ms: u64) -> StepResult {
     require_kernels(w)?;
-    let kernel = w
-        .kernel_id
-        .clone()
-        .ok_or("no kernel yet: add the step that loads the model and stores the marker first")?;
-    let budgets = budgets(w)?;
-    let jc = jupyter(w).await?;
+    let trial = w.trial()?;
+    let kernel =
+        trial.marked.as_ref().map(|m| m.kernel_id.clone()).ok_or(
+            "no kernel yet: add the step that loads the model and stores the marker first",
+        )?;
+    let budgets = crate::trial::session_budgets(&w.ctx.config);
+    let jc = trial
+        .jupyter(&w.ctx.config, &w.ctx.token)
+        .await
+        .map_err(|e| e.to_string())?;
     crate::session::slow_every_cell(&jc, &kernel, std::time::Duration::from_millis(ms), &budgets)
         .await
         .map_err(|e| e.to_string())
@@ -82,26 +60,20 @@ async fn decide(w: &mut WsWorld) -> StepResult {
         return Ok(());
     }
     require_kernels(w)?;
-    let (Some(nonce), Some(plan), Some(kernel), Some(before)) = (
-        w.nonce.clone(),
-        w.plan.clone(),
-        w.kernel_id.clone(),
-        w.before.clone(),
-    ) else {
-        return Err("no marker was stored before the pause: add the step that loads the model and stores the marker".into());
-    };
-    let budgets = budgets(w)?;
-    let jc = jupyter(w).await?;
-    let (after, stamps) = crate::session::collect_evidence_stamped(
-        &jc,
-        &kernel,
-        &nonce,
-        &plan,
-        &budgets,
-        Some(&before),
-    )
-    .await
-    .map_err(|e| e.to_string())?;
+    let ctx = w.ctx.clone();
+    let trial = w.trial()?;
+    trial.marked().map_err(|e| e.to_string())?;
+    let (after, stamps) = trial
+        .kernel_evidence(&ctx.config, &ctx.token)
+        .await
+        .map_err(|e| e.to_string())?;
+    let seen = trial
+        .platform_evidence(&ctx.config, true)
+        .await
+        .map_err(|e| e.to_string())?;
+    let verdict = trial
+        .decide(&after, &seen.evidence)
+        .map_err(|e| e.to_string())?;
     // Stamped where each happened, not now that all the evidence is in.
     for (mark, at) in [
         (Mark::KernelReconnected, stamps.kernel_answered),
@@ -112,62 +84,17 @@ async fn decide(w: &mut WsWorld) -> StepResult {
             w.mark_observed_at(mark, at, None);
         }
     }
-    let new = w.ws()?.clone();
-    let mut platform = PlatformEvidence {
-        observed: true,
-        expected_snapshot: w.snapshot_name.clone(),
-        ..Default::default()
-    };
-    let waited = wait_pod_restored(w, &new.name, &mut platform).await?;
-    let pods = ws::pods(&w.ctx.client, &new.namespace, &new.name)
-        .await
-        .map_err(|e| e.to_string())?;
-    let pod = pods
-        .into_iter()
-        .find(|p| p.metadata.deletion_timestamp.is_none());
-    if let Some(pod) = &pod {
-        if !waited {
-            platform.pod_restored = snapshots::pod_restored(pod);
-            if platform.pod_restored.is_some() {
-                w.mark(Mark::PodRestored, None);
-            }
-        }
-        platform.restore_event = snapshots::restore_event(&w.ctx.client, pod)
-            .await
-            .map_err(|e| e.to_string())?;
-    }
-    let v = verdict::decide(&before, &after, &platform);
-    w.after = Some(after);
-    w.verdict = Some(v);
-    Ok(())
-}
-
-/// Waits, within the `pod_restored` budget from the resume, for the pod's `PodRestored`
-/// condition (GKE writes it after the pod is Ready) and marks when the pod was first Ready
-/// and when the condition came. Only when a Ready snapshot existed before the resume and
-/// the resume's pod watch runs; `false` when it did not wait (the caller reads once).
-async fn wait_pod_restored(
-    w: &mut WsWorld,
-    workspace: &str,
-    platform: &mut PlatformEvidence,
-) -> Result<bool, String> {
-    if w.snapshot_name.is_none() {
-        return Ok(false);
-    }
-    let budget = w.budget("pod_restored")?;
-    let Some(watch) = &w.attempts else {
-        return Ok(false);
-    };
-    let seen = watch.wait_pod_restored(workspace, budget).await;
-    platform.pod_restored_budget_s = Some(budget.as_secs_f64().ceil() as u64);
     if let Some(ready) = seen.ready {
         w.mark_at(Mark::PodReady, ready.at, None);
     }
-    if let Some((condition, at)) = seen.condition {
-        w.mark_at(Mark::PodRestored, at.at, condition.message.clone());
-        platform.pod_restored = Some(condition);
+    match (seen.restored, &seen.evidence.pod_restored) {
+        (Some(at), Some(c)) => w.mark_at(Mark::PodRestored, at.at, c.message.clone()),
+        (None, Some(_)) if seen.read_once => w.mark(Mark::PodRestored, None),
+        _ => {}
     }
-    Ok(true)
+    w.after = Some(after);
+    w.verdict = Some(verdict);
+    Ok(())
 }
 
 #[then(expr = "the verdict is {string}")]
@@ -216,9 +143,10 @@ async fn files_unchanged(w: &mut WsWorld) -> StepResult {
 async fn model_kept(w: &mut WsWorld) -> StepResult {
     decide(w).await?;
     let before = w
-        .before
+        .trial
         .as_ref()
-        .and_then(|e| e.kernel.as_ref())
+        .and_then(|t| t.marked.as_ref())
+        .and_then(|m| m.before.kernel.as_ref())
         .and_then(|k| k.model.as_ref());
     let after = w
         .after

@@ -3,10 +3,10 @@
 //! stuck in Deleting with the storage-permission hint and the bytes they leave behind.
 
 use cucumber::{given, then, when};
-use kube::api::{Api, DeleteParams, Preconditions};
+use kube::api::Api;
 
 use crate::bdd::world::{StepResult, WsWorld};
-use crate::platform::crd::{PodSnapshot, Workspace};
+use crate::platform::crd::PodSnapshot;
 use crate::platform::snapshot_storage::{self as storage, STUCK_HINT};
 use crate::platform::snapshots;
 use crate::platform::wait;
@@ -29,9 +29,10 @@ pub async fn left_behind(w: &mut WsWorld, snaps: &[PodSnapshot]) -> SnapshotsLef
         })
         .collect();
     let resident = w
-        .before
+        .trial
         .as_ref()
-        .and_then(|e| e.kernel.as_ref())
+        .and_then(|t| t.marked.as_ref())
+        .and_then(|m| m.before.kernel.as_ref())
         .and_then(|k| k.resident_bytes);
     let estimated_bytes = resident.map(|r| r * list.len() as u64);
     let mut bucket_bytes = None;
@@ -97,28 +98,16 @@ async fn stuck_deleting(w: &mut WsWorld) -> StepResult {
 
 #[when(expr = "the workspace is deleted")]
 async fn delete_workspace(w: &mut WsWorld) -> StepResult {
-    let new = w.ws()?.clone();
-    let api: Api<Workspace> = Api::namespaced(w.ctx.client.clone(), &new.namespace);
-    // Bound to the uid the scenario created, as the ledger's cleanup would be.
-    let uid = w
-        .ledger
-        .entries
-        .iter()
-        .find(|e| e.kind == "Workspace" && e.name == new.name)
-        .and_then(|e| e.uid.clone());
-    let dp = DeleteParams {
-        preconditions: uid.map(|uid| Preconditions {
-            uid: Some(uid),
-            resource_version: None,
-        }),
-        ..Default::default()
-    };
-    // NotFound counts as done: under `api-errors` a delete that committed can answer 500,
-    // and the client's retry then meets its own earlier delete.
-    crate::platform::idempotent::delete(&api, &new.name, &dp)
+    // Bound to the uid the scenario created, as the ledger's cleanup would be. NotFound
+    // counts as done: under `api-errors` a delete that committed can answer 500, and the
+    // client's retry then meets its own earlier delete.
+    let trial = w.trial()?;
+    let name = trial.workspace.name.clone();
+    trial
+        .delete()
         .await
-        .map(|_| w.log.push(format!("Workspace {} deleted", new.name)))
-        .map_err(|e| format!("cannot delete Workspace {}: {e}", new.name))
+        .map(|_| w.log.push(format!("Workspace {name} deleted")))
+        .map_err(|e| format!("cannot delete Workspace {name}: {e}"))
 }
 
 #[then(expr = "the snapshots' objects in the bucket are gone where the target lists them")]

@@ -6,12 +6,13 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 
 use crate::bdd::world::{StepResult, WsWorld};
-use crate::platform::crd::{Workspace, WorkspaceState};
-use crate::platform::pause::{self, PauseError};
+use crate::platform::crd::WorkspaceState;
+use crate::platform::pause;
 use crate::platform::wait::{self, WaitFor};
-use crate::platform::workspace::{self as ws, NewWorkspace};
+use crate::platform::workspace as ws;
 use crate::platform::{gpu, snapshots};
 use crate::timeline::Mark;
+use crate::trial::Trial;
 
 fn state_of(name: &str) -> Result<WorkspaceState, String> {
     match name {
@@ -47,32 +48,19 @@ pub(crate) async fn create_running(
     kind: String,
     pod_config: String,
 ) -> StepResult {
-    let cfg = w.ctx.config.clone();
     let suffix = &uuid::Uuid::new_v4().simple().to_string()[..6];
     let name = format!("wsgate-{suffix}");
     let mut labels = w.ctx.labels();
     labels.insert("wsgate.dev/scenario".into(), suffix.to_string());
-    let new = NewWorkspace {
-        namespace: cfg.target.namespace.clone(),
-        name: name.clone(),
-        kind,
-        image_config: cfg.workspace.image_config.clone(),
-        pod_config,
-        home_pvc: format!("{name}-home"),
-        home_size: cfg.workspace.home_pvc_size.clone(),
-        labels,
-        annotations: Default::default(),
-    };
-    let client = w.ctx.client.clone();
+    let mut new = Trial::from_config(&w.ctx.config, name.clone(), labels, Default::default());
+    new.kind = kind;
+    new.pod_config = pod_config;
     ensure_token(w).await?;
-    ws::create_home(&client, &mut w.ledger, &new)
+    let trial = Trial::create(&w.ctx.client, &mut w.ledger, new)
         .await
         .map_err(|e| e.to_string())?;
-    ws::create(&client, &mut w.ledger, &new)
-        .await
-        .map_err(|e| e.to_string())?;
-    w.mark(Mark::WorkspaceCreated, Some(name.clone()));
-    w.workspace = Some(new);
+    w.mark(Mark::WorkspaceCreated, Some(name));
+    w.trial = Some(trial);
     wait_state(w, WorkspaceState::Running, "workspace_running").await
 }
 
@@ -92,44 +80,22 @@ async fn kind_running(w: &mut WsWorld, kind: String) -> StepResult {
 /// Waits for a state within a named budget and records the observation.
 pub async fn wait_state(w: &mut WsWorld, state: WorkspaceState, budget: &str) -> StepResult {
     let limit = w.budget(budget)?;
-    let new = w.ws()?.clone();
-    let api: Api<Workspace> = Api::namespaced(w.ctx.client.clone(), &new.namespace);
     let wf = WaitFor::new(budget, limit, format!("be {state}"));
-    let waited = if state == WorkspaceState::Paused {
-        pause::until_paused(&w.ctx.client, &new.namespace, &new.name, &wf)
-            .await
-            .map(drop)
-    } else {
-        wait::until(&api, &new.name, &wf, ws::describe, |o| {
-            ws::is_state(o, state)
-        })
+    let trial = w.trial()?;
+    trial
+        .wait_state(&wf, state)
         .await
-        .map(drop)
-        .map_err(PauseError::from)
-    };
-    if let Err(e) = waited {
-        // A pause that does not end is almost always a checkpoint that does not: say where
-        // the snapshot stands.
-        let mut message = e.to_string();
-        if matches!(e, PauseError::Wait(_))
-            && state == WorkspaceState::Paused
-            && let Ok(snaps) =
-                snapshots::of_workspace(&w.ctx.client, &new.namespace, &new.name).await
-        {
-            let found = snapshots::summarize(&snaps);
-            message.push_str(&format!("; the workspace's PodSnapshots: {found:?}"));
-        }
-        return Err(message);
-    }
+        .map_err(|e| e.to_string())?;
+    let name = trial.workspace.name.clone();
+    // Its pod's binding, as the resume's pod watch saw it.
+    let bound = trial
+        .resumed
+        .as_ref()
+        .and_then(|r| r.watch.scheduled_seen(&name));
     let resumed = w.timeline.last(Mark::ResumeRequested).is_some();
     match state {
         WorkspaceState::Running if resumed => {
             w.mark(Mark::WorkspaceResumed, None);
-            // Its pod's binding, as the resume's pod watch saw it.
-            let bound = w
-                .attempts
-                .as_ref()
-                .and_then(|a| a.scheduled_seen(&new.name));
             if let Some(s) = bound
                 && w.timeline.last(Mark::PodScheduled).is_none()
             {
@@ -157,11 +123,6 @@ async fn is_state_within(w: &mut WsWorld, state: String, budget: String) -> Step
 #[when(expr = "the workspace is paused")]
 async fn pause(w: &mut WsWorld) -> StepResult {
     let new = w.ws()?.clone();
-    let pods = ws::pods(&w.ctx.client, &new.namespace, &new.name)
-        .await
-        .map_err(|e| e.to_string())?;
-    w.node_before_pause = pods.iter().find_map(|p| p.spec.as_ref()?.node_name.clone());
-    let uid = w.ws_uid()?;
     // Watched from before the request, so the moment it turns Checkpointing is seen.
     let within = w.budget("pause_to_paused")?;
     w.checkpoint_watch = Some(
@@ -170,36 +131,23 @@ async fn pause(w: &mut WsWorld) -> StepResult {
             .map_err(|e| format!("cannot watch the workspace (budget `pause_to_paused`): {e}"))?,
     );
     w.mark(Mark::PauseRequested, None);
-    ws::set_paused(&w.ctx.client, &new.namespace, &new.name, &uid, true)
-        .await
-        .map_err(|e| e.to_string())
+    w.trial_mut()?.pause().await.map_err(|e| e.to_string())
 }
 
 #[when(expr = "the workspace is resumed")]
 async fn resume(w: &mut WsWorld) -> StepResult {
-    let new = w.ws()?.clone();
     // The snapshot the resume should restore from: the newest Ready one.
-    let snaps = snapshots::of_workspace(&w.ctx.client, &new.namespace, &new.name)
+    let trial = w.trial_mut()?;
+    trial
+        .find_ready_snapshot()
         .await
-        .map_err(|e| format!("cannot list the workspace's PodSnapshots: {e}"))?;
-    let expected = snaps
-        .iter()
-        .filter(|s| snapshots::is_ready(s))
-        .max_by_key(|s| s.metadata.creation_timestamp.clone());
-    w.snapshot_name = expected.and_then(|s| s.metadata.name.clone());
-    w.snapshot_uid = expected.and_then(|s| s.metadata.uid.clone());
-    // Every pod of the workspace from here on is a restore attempt: watch them all, so that
-    // one cleaned up before a later step looks still counts.
-    let watch = crate::platform::attempts::AttemptWatch::start(&w.ctx.client, &new.namespace)
-        .await
-        .map_err(|e| format!("cannot watch the workspace's pods: {e}"))?;
-    watch.mark_resumed();
-    w.attempts = Some(watch);
-    let uid = w.ws_uid()?;
-    w.mark(Mark::ResumeRequested, w.snapshot_name.clone());
-    ws::set_paused(&w.ctx.client, &new.namespace, &new.name, &uid, false)
-        .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    let expected = trial.snapshot.as_ref().map(|s| s.name.clone());
+    // Every pod of the workspace from here on is a restore attempt: the trial watches them
+    // all from before the request, so one cleaned up before a later step looks still counts.
+    let at = trial.resume().await.map_err(|e| e.to_string())?;
+    w.mark_observed_at(Mark::ResumeRequested, at.at, expected);
+    Ok(())
 }
 
 #[then(expr = "the workspace has no pod")]
@@ -224,6 +172,7 @@ async fn no_pod(w: &mut WsWorld) -> StepResult {
 async fn gpu_free(w: &mut WsWorld, budget: String) -> StepResult {
     let limit = w.budget(&budget)?;
     let node = w
+        .trial()?
         .node_before_pause
         .clone()
         .ok_or("the workspace had no pod on a node before the pause")?;
@@ -267,7 +216,7 @@ async fn probe_pod(w: &mut WsWorld) -> StepResult {
     let client = w.ctx.client.clone();
     // The GPU the workspace held must come back, not just any GPU of the model: with two
     // nodes, a probe free to land anywhere passes while the paused workspace's GPU leaks.
-    let node = w.node_before_pause.clone();
+    let node = w.trial()?.node_before_pause.clone();
     gpu::probe_schedulable(
         &client,
         &mut w.ledger,

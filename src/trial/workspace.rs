@@ -1,0 +1,273 @@
+//! The trial's platform steps: create the Workspace, wait for its states, pause, find the
+//! snapshot the pause made, resume, delete. Every write is bound to the uid of the Workspace
+//! this run created.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams};
+use serde::{Deserialize, Serialize};
+
+use super::TrialError;
+use crate::config::Config;
+use crate::platform::attempts::{AttemptWatch, Seen};
+use crate::platform::crd::{PodSnapshot, Workspace, WorkspaceState};
+use crate::platform::ledger::Ledger;
+use crate::platform::pause::{self, PauseError};
+use crate::platform::wait::{self, WaitFor};
+use crate::platform::workspace::{self as ws, NewWorkspace};
+use crate::platform::{idempotent, snapshots};
+
+/// A PodSnapshot by name and uid.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotRef {
+    /// `metadata.name`: a UUID GKE makes; what the `PodRestored` message names.
+    pub name: String,
+    /// `metadata.uid` (the API server's): the prefix of the snapshot's bucket objects.
+    pub uid: String,
+}
+
+/// The resume: when it was requested, and the pod watch that has run since (restore
+/// attempts in flight, Ready, `PodRestored`).
+pub struct Resumed {
+    pub watch: Arc<AttemptWatch>,
+    pub at: Seen,
+}
+
+/// One Workspace this run created, through the trial's steps.
+pub struct Trial {
+    client: kube::Client,
+    pub workspace: NewWorkspace,
+    /// The Workspace's uid, from its create: every later write is bound to it.
+    pub uid: String,
+    /// The node its pod ran on when the pause was requested.
+    pub node_before_pause: Option<String>,
+    /// The marker stored in the kernel before the pause, once stored.
+    pub marked: Option<super::Marked>,
+    /// The newest Ready PodSnapshot, once looked for (after the pause, before the resume):
+    /// the one the resume should restore from.
+    pub snapshot: Option<SnapshotRef>,
+    /// Whether [`Trial::snapshot`] was Ready when last looked at before the resume: only
+    /// then is there something to restore from, and `PodRestored` worth waiting for.
+    pub snapshot_ready: bool,
+    /// The resume, once requested.
+    pub resumed: Option<Resumed>,
+}
+
+impl Trial {
+    /// The Workspace the config describes: its kind and options, a home PVC named after it.
+    pub fn from_config(
+        cfg: &Config,
+        name: String,
+        labels: BTreeMap<String, String>,
+        annotations: BTreeMap<String, String>,
+    ) -> NewWorkspace {
+        NewWorkspace {
+            namespace: cfg.target.namespace.clone(),
+            home_pvc: format!("{name}-home"),
+            name,
+            kind: cfg.workspace.kind.clone(),
+            image_config: cfg.workspace.image_config.clone(),
+            pod_config: cfg.workspace.pod_config.clone(),
+            home_size: cfg.workspace.home_pvc_size.clone(),
+            labels,
+            annotations,
+        }
+    }
+
+    /// Creates the home PVC and the Workspace, both recorded in `ledger` before they exist.
+    pub async fn create(
+        client: &kube::Client,
+        ledger: &mut Ledger,
+        new: NewWorkspace,
+    ) -> Result<Trial, TrialError> {
+        ws::create_home(client, ledger, &new).await?;
+        let uid = ws::create(client, ledger, &new)
+            .await?
+            .metadata
+            .uid
+            .ok_or_else(|| {
+                TrialError::Gone(format!(
+                    "workspace {}/{} was created without a uid",
+                    new.namespace, new.name
+                ))
+            })?;
+        Ok(Trial::adopt(client, new, uid))
+    }
+
+    /// A trial over a Workspace an earlier step of this run created (the gate's verify,
+    /// from its state file): `uid` is the one its create returned.
+    pub fn adopt(client: &kube::Client, workspace: NewWorkspace, uid: String) -> Trial {
+        Trial {
+            client: client.clone(),
+            workspace,
+            uid,
+            node_before_pause: None,
+            marked: None,
+            snapshot: None,
+            snapshot_ready: false,
+            resumed: None,
+        }
+    }
+
+    pub fn client(&self) -> &kube::Client {
+        &self.client
+    }
+
+    fn api(&self) -> Api<Workspace> {
+        Api::namespaced(self.client.clone(), &self.workspace.namespace)
+    }
+
+    /// A wait for `state` within the budget `budget` of the config.
+    pub fn wait_for(
+        cfg: &Config,
+        budget: &str,
+        state: WorkspaceState,
+    ) -> Result<WaitFor, TrialError> {
+        let limit = cfg
+            .budgets
+            .get(budget)
+            .ok_or_else(|| TrialError::Config(format!("unknown budget {budget:?}")))?;
+        Ok(WaitFor::new(budget, limit, format!("be {state}")))
+    }
+
+    /// Waits for `state` within `wf`. A pause waits for the checkpoint too (a failed one
+    /// ends the wait with why, a slow one says where the snapshots stood). A Workspace seen
+    /// with another uid is a namesake: the trial stops and leaves it alone.
+    pub async fn wait_state(&self, wf: &WaitFor, state: WorkspaceState) -> Result<(), TrialError> {
+        let (ns, name) = (&self.workspace.namespace, &self.workspace.name);
+        let seen = if state == WorkspaceState::Paused {
+            match pause::until_paused(&self.client, ns, name, wf).await {
+                Ok(seen) => seen,
+                Err(PauseError::Wait(wait)) => {
+                    let snapshots = match snapshots::of_workspace(&self.client, ns, name).await {
+                        Ok(snaps) => snapshots::summarize(&snaps),
+                        Err(e) => vec![format!("cannot list them: {e}")],
+                    };
+                    return Err(TrialError::PauseBudget {
+                        wait: Box::new(wait),
+                        snapshots,
+                    });
+                }
+                Err(e) => return Err(e.into()),
+            }
+        } else {
+            wait::until(&self.api(), name, wf, ws::describe, |o| {
+                ws::is_state(o, state)
+            })
+            .await?
+        };
+        match seen.and_then(|w| w.metadata.uid) {
+            Some(uid) if uid != self.uid => Err(TrialError::Gone(format!(
+                "workspace {ns}/{name} (uid {}) was replaced by a namesake (uid {uid}); the \
+                 trial leaves the namesake alone",
+                self.uid
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// The workspace's pods (normally zero or one).
+    pub async fn pods(&self) -> Result<Vec<Pod>, TrialError> {
+        Ok(ws::pods(
+            &self.client,
+            &self.workspace.namespace,
+            &self.workspace.name,
+        )
+        .await?)
+    }
+
+    /// Its current pod: the one not terminating.
+    pub async fn current_pod(&self) -> Result<Option<Pod>, TrialError> {
+        Ok(self
+            .pods()
+            .await?
+            .into_iter()
+            .find(|p| p.metadata.deletion_timestamp.is_none()))
+    }
+
+    /// Requests the pause (once: see [`ws::set_paused`]), after noting the node its pod runs on.
+    pub async fn pause(&mut self) -> Result<(), TrialError> {
+        let pods = self.pods().await?;
+        self.node_before_pause = pods.iter().find_map(|p| p.spec.as_ref()?.node_name.clone());
+        let (ns, name) = (&self.workspace.namespace, &self.workspace.name);
+        Ok(ws::set_paused(&self.client, ns, name, &self.uid, true).await?)
+    }
+
+    /// The workspace's PodSnapshots.
+    pub async fn snapshots(&self) -> Result<Vec<PodSnapshot>, TrialError> {
+        let (ns, name) = (&self.workspace.namespace, &self.workspace.name);
+        snapshots::of_workspace(&self.client, ns, name)
+            .await
+            .map_err(|source| TrialError::Api {
+                what: format!("list the PodSnapshots of workspace {ns}/{name}"),
+                source,
+            })
+    }
+
+    /// Finds the newest Ready PodSnapshot (the one a resume restores from) and keeps it as
+    /// [`Trial::snapshot`]; returns every snapshot seen, for messages and the bucket checks.
+    pub async fn find_ready_snapshot(&mut self) -> Result<Vec<PodSnapshot>, TrialError> {
+        let snaps = self.snapshots().await?;
+        self.snapshot = snaps
+            .iter()
+            .filter(|s| snapshots::is_ready(s))
+            .max_by_key(|s| s.metadata.creation_timestamp.clone())
+            .and_then(|s| {
+                Some(SnapshotRef {
+                    name: s.metadata.name.clone()?,
+                    uid: s.metadata.uid.clone()?,
+                })
+            });
+        self.snapshot_ready = self.snapshot.is_some();
+        Ok(snaps)
+    }
+
+    /// Whether the snapshot the trial expects ([`Trial::snapshot`], e.g. from a gate's
+    /// state file) is still there and Ready; kept as [`Trial::snapshot_ready`].
+    pub async fn check_snapshot_ready(&mut self) -> Result<bool, TrialError> {
+        self.snapshot_ready = match &self.snapshot {
+            None => false,
+            Some(want) => self.snapshots().await?.iter().any(|s| {
+                s.metadata.name.as_deref() == Some(want.name.as_str()) && snapshots::is_ready(s)
+            }),
+        };
+        Ok(self.snapshot_ready)
+    }
+
+    /// Requests the resume, with a pod watch of its own started first: every pod of the
+    /// workspace from here on is a restore attempt, even one cleaned up before anyone looks.
+    pub async fn resume(&mut self) -> Result<Seen, TrialError> {
+        let watch = AttemptWatch::start(&self.client, &self.workspace.namespace)
+            .await
+            .map_err(TrialError::PodWatch)?;
+        watch.mark_resumed();
+        self.resume_watched(Arc::new(watch)).await
+    }
+
+    /// Requests the resume under a namespace's pod watch already running (the drill resumes
+    /// many workspaces under one, marked resumed by the caller).
+    /// Returns when the resume was requested.
+    pub async fn resume_watched(&mut self, watch: Arc<AttemptWatch>) -> Result<Seen, TrialError> {
+        let at = Seen::now();
+        self.resumed = Some(Resumed { watch, at });
+        let (ns, name) = (&self.workspace.namespace, &self.workspace.name);
+        ws::set_paused(&self.client, ns, name, &self.uid, false).await?;
+        Ok(at)
+    }
+
+    /// Deletes the Workspace, bound to its uid (a namesake is not deleted).
+    pub async fn delete(&self) -> Result<(), kube::Error> {
+        let dp = DeleteParams {
+            preconditions: Some(kube::api::Preconditions {
+                uid: Some(self.uid.clone()),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        idempotent::delete(&self.api(), &self.workspace.name, &dp)
+            .await
+            .map(drop)
+    }
+}
