@@ -22,5 +22,6 @@ pub mod squeeze;
 pub mod status;
 pub mod taint;
 pub mod target;
+pub mod volume;
 pub mod wait;
 pub mod workspace;

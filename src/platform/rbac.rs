@@ -318,7 +318,11 @@ mod tests {
             assert!(with.allows_in(verb, "", "pods/portforward", Some("wsgate-test")));
             assert!(!with.allows_in(verb, "", "pods/portforward", Some("default")));
         }
-        assert!(!with.allows_in("create", "", "pods/exec", Some("wsgate-test")));
+        // The base grants exec (the file evidence) in the test namespace only.
+        for verb in ["get", "create"] {
+            assert!(base.allows_in(verb, "", "pods/exec", Some("wsgate-test")));
+            assert!(!base.allows_in(verb, "", "pods/exec", Some("default")));
+        }
         let added: Vec<&Permission> = with
             .permissions()
             .iter()

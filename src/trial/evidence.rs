@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::{Trial, TrialError};
 use crate::config::Config;
 use crate::platform::attempts::Seen;
-use crate::platform::snapshots;
+use crate::platform::{snapshots, volume};
 use crate::session::PlatformEvidence;
 
 /// What the platform said about the resume, and when the resume's pod watch saw it.
@@ -29,12 +29,14 @@ impl Trial {
     /// Gathers the platform's evidence about the resume. With a Ready snapshot to restore
     /// from and the resume's pod watch, `PodRestored` is waited for within the
     /// `pod_restored` budget (counted from the resume, or for a pod that queued for a GPU
-    /// from its binding); otherwise it is read once. `restore_event` also reads the pod's
-    /// restore event (one more list request: the drill reads it for its sample only).
+    /// from its binding); otherwise it is read once. `full` also reads the pod's restore
+    /// event and, for a marked trial, the checksums of its files on the home volume through
+    /// `pods/exec`, independently of Jupyter, within the `cell` budget (two more requests:
+    /// the drill reads them for its sample only).
     pub async fn platform_evidence(
         &self,
         cfg: &Config,
-        restore_event: bool,
+        full: bool,
     ) -> Result<PlatformSeen, TrialError> {
         let mut seen = PlatformSeen {
             evidence: PlatformEvidence {
@@ -66,13 +68,27 @@ impl Trial {
             if seen.read_once {
                 seen.evidence.pod_restored = snapshots::pod_restored(&pod);
             }
-            if restore_event {
+            if full {
                 seen.evidence.restore_event = snapshots::restore_event(self.client(), &pod)
                     .await
                     .map_err(|source| TrialError::Api {
                     what: "read the pod's restore event".into(),
                     source,
                 })?;
+            }
+            if let (true, Some(marked)) = (full, &self.marked) {
+                let files = marked.plan.files();
+                let limit = cfg.budgets.cell.duration();
+                match volume::file_checksums(self.client(), &pod, &files, "cell", limit).await {
+                    Ok(read) => seen.evidence.files = Some(read),
+                    Err(e) => {
+                        let why = std::iter::once(e.to_string())
+                            .chain(crate::output::causes(&e))
+                            .collect::<Vec<_>>()
+                            .join(": ");
+                        seen.evidence.files_unread = Some(why);
+                    }
+                }
             }
         }
         Ok(seen)

@@ -232,6 +232,11 @@ fn judge_files(
     .filter_map(|(name, files)| files.filter(|f| !f.is_empty()).map(|f| (name, f)))
     .collect();
 
+    if let Some(why) = &platform.files_unread {
+        lines.push(format!(
+            "files on the volume: not read through pods/exec ({why})"
+        ));
+    }
     let mut lost = false;
     let mut observed = false;
     for (file, expected) in &baseline {

@@ -254,8 +254,13 @@ pub struct PlatformEvidence {
     pub pod_restored_budget_s: Option<u64>,
     /// The `GKEPodSnapshotting` restore event, if one was seen.
     pub restore_event: Option<EventEvidence>,
-    /// Files as seen on the volume from outside the pod, if the platform can see them.
+    /// Files as seen on the volume from outside Jupyter (`pods/exec` into the workspace's
+    /// container), if they could be read.
     pub files: Option<BTreeMap<String, FileState>>,
+    /// Why the volume's files could not be read that way (no `pods/exec` permission, no
+    /// shell in the image, a budget that ran out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files_unread: Option<String>,
 }
 
 impl PlatformEvidence {

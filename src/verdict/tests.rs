@@ -492,6 +492,20 @@ fn the_volume_view_from_the_platform_counts_as_a_source() {
     );
 }
 
+/// The volume could not be read through pods/exec: said, and the other sources decide.
+#[test]
+fn a_volume_that_could_not_be_read_is_said_and_the_other_sources_decide() {
+    let mut platform = gke_restored("snap-1");
+    platform.files_unread = Some("pods/exec into pod p: 403 Forbidden".to_owned());
+    let v = decide(&before(), &restored_after(), &platform);
+    assert_eq!(v.kind, VerdictKind::Restored, "{v}");
+    assert!(
+        v.decided_by.iter().any(|l| l
+            == "files on the volume: not read through pods/exec (pods/exec into pod p: 403 Forbidden)"),
+        "{v}"
+    );
+}
+
 #[test]
 fn no_marker_before_the_pause_is_inconclusive() {
     let mut b = before();

@@ -182,6 +182,9 @@ async fn prepare_and_verify_in_separate_processes() {
         )),
         "{said}"
     );
+    // The files, read three ways: by the kernel, and on the volume through pods/exec,
+    // independently of Jupyter.
+    assert_eq!(said.matches(" and the volume").count(), 3, "{said}");
     assert!(!result["pod_restored_lag"].is_null(), "{result}");
     assert!(
         workspaces

@@ -62,18 +62,18 @@ async fn enforcement_refuses_what_the_rules_do_not_allow_with_the_real_403() {
         .await
         .expect("list workspaces in the test namespace is allowed");
 
-    // A WebSocket exec needs `get` and `create` on pods/exec; the deployed rules grant neither.
-    let refused = Api::<Pod>::namespaced(client.clone(), NS)
+    // A WebSocket exec needs `get` and `create` on pods/exec; the deployed rules grant them
+    // in the test namespace only (the file evidence), never elsewhere.
+    let refused = Api::<Pod>::namespaced(client.clone(), "default")
         .exec("any-pod", ["true"], &kube::api::AttachParams::default())
         .await;
     let Err(e) = refused else {
-        panic!("exec is outside the deployed rules")
+        panic!("exec outside the test namespace is outside the deployed rules")
     };
     assert_eq!(
         api_error(e).message,
-        format!(
-            "pods \"any-pod\" is forbidden: User \"{USER}\" cannot get resource \"pods/exec\" in API group \"\" in the namespace \"{NS}\""
-        )
+        "pods \"any-pod\" is forbidden: User \"{USER}\" cannot get resource \"pods/exec\" in API group \"\" in the namespace \"default\""
+            .replace("{USER}", USER)
     );
 
     // A port-forward for session.connect: refused without deploy/components/port-forward,
@@ -410,6 +410,12 @@ async fn lifecycle(sim: &SimHandle, client: &kube::Client) {
     wait_state(client, &new.name, WorkspaceState::Running).await;
     let pods = ws::pods(client, NS, &new.name).await.or_fail("pods");
     assert!(!pods.is_empty(), "a running workspace has a pod");
+    // The verdict's volume evidence: the run's files read in the container through exec.
+    let files = BTreeMap::from([("gone".to_string(), "no-such-file".to_string())]);
+    let read = wsgate::platform::volume::file_checksums(client, &pods[0], &files, "cell", BUDGET)
+        .await
+        .or_fail("file checksums through pods/exec");
+    assert_eq!(read["gone"], wsgate::verdict::FileState::Missing);
 
     // GPU accounting (the GPU-release step and the run's GPU sampler).
     let all_pods: Api<Pod> = Api::all(client.clone());
