@@ -200,15 +200,10 @@ pub async fn drill(args: DrillArgs) -> Result<i32, CommandError> {
     };
     println!();
     print!("{}", report.table());
-    let dir = cfg.reports.dir.join(&run_id);
-    let path = dir.join("drill.json");
-    let written = std::fs::create_dir_all(&dir).and_then(|()| {
-        let text = serde_json::to_string_pretty(&report).map_err(std::io::Error::other)?;
-        std::fs::write(&path, text)
-    });
-    match written {
-        Ok(()) => say(&format!("report written to {}", path.display())),
-        Err(e) => eprintln!("warning: cannot write {}: {e}", path.display()),
+    let redactor = crate::report::Redactor::new(vec![plan.token.expose().to_string()]);
+    match crate::report::write_json(&report, &cfg.reports.dir, &run_id, "drill.json", &redactor) {
+        Ok(path) => say(&format!("report written to {}", path.display())),
+        Err(e) => eprintln!("warning: {e}"),
     }
     let problems = report.problems();
     if !problems.is_empty() {

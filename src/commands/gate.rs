@@ -165,6 +165,10 @@ async fn verify(args: VerifyArgs) -> Result<i32, CommandError> {
         state.namespace,
         state.workspace
     ));
+    // The token, for the result's redactor (verify removes its Secret when it is done).
+    let token = crate::trial::read_token(&client, &state.namespace)
+        .await
+        .ok();
     let outcome = gate::verify(
         &client,
         &cfg,
@@ -191,15 +195,12 @@ async fn verify(args: VerifyArgs) -> Result<i32, CommandError> {
         ),
     }
     print!("{}", outcome.restore);
-    let dir = cfg.reports.dir.join(&state.run_id);
-    let path = dir.join("gate-verify.json");
-    let written = std::fs::create_dir_all(&dir).and_then(|()| {
-        let text = serde_json::to_string_pretty(&outcome).map_err(std::io::Error::other)?;
-        std::fs::write(&path, text)
-    });
-    match written {
-        Ok(()) => say(&format!("result written to {}", path.display())),
-        Err(e) => eprintln!("warning: cannot write {}: {e}", path.display()),
+    let redactor =
+        crate::report::Redactor::new(token.map(|t| t.expose().to_string()).into_iter().collect());
+    let dir = &cfg.reports.dir;
+    match crate::report::write_json(&outcome, dir, &state.run_id, "gate-verify.json", &redactor) {
+        Ok(path) => say(&format!("result written to {}", path.display())),
+        Err(e) => eprintln!("warning: {e}"),
     }
     let leaks: Vec<_> = outcome
         .cleanup

@@ -77,7 +77,8 @@ impl Redactor {
         serde_json::from_value(value).unwrap_or_else(|_| report.clone())
     }
 
-    fn redact_value(&self, value: &mut serde_json::Value) {
+    /// Every string in `value` (map keys too) redacted.
+    pub fn redact_value(&self, value: &mut serde_json::Value) {
         use serde_json::Value;
         match value {
             Value::String(s) => *s = self.redact(s),

@@ -59,6 +59,25 @@ pub fn write_all_to(
     Ok(written)
 }
 
+/// Writes one command's own result (`drill.json`, `gate-verify.json`) as
+/// `<dir>/<run-id>/<name>`, through the same redaction and atomic write as the run's reports.
+pub fn write_json(
+    value: &impl serde::Serialize,
+    dir: &Path,
+    run_id: &str,
+    name: &str,
+    redactor: &Redactor,
+) -> Result<PathBuf, ReportError> {
+    check_run_id(run_id)?;
+    let serialize = |source| ReportError::Serialize { source };
+    let mut json = serde_json::to_value(value).map_err(serialize)?;
+    redactor.redact_value(&mut json);
+    let text = serde_json::to_string_pretty(&json).map_err(serialize)?;
+    let run_dir = dir.join(run_id);
+    create_dir(&run_dir)?;
+    write_file(&run_dir.join(name), &redactor.redact(&text))
+}
+
 /// Re-renders `summary.md` and `report.html` from a report into `dir`.
 pub fn write_rendered(
     report: &RunReport,
@@ -147,6 +166,31 @@ mod tests {
             assert!(check_run_id(bad).is_err(), "{bad:?}");
         }
         assert!(check_run_id("r20260302-020000-a1b2").is_ok());
+    }
+
+    /// A command's own result (drill.json, gate-verify.json) goes through the redactor: the
+    /// token in a value, in a map key, or base64-encoded never reaches the file.
+    #[test]
+    fn a_commands_result_is_written_redacted_under_its_run() {
+        use base64::Engine as _;
+        let dir = tempfile::tempdir().unwrap();
+        let token = "s3cret-t0ken-value";
+        let value = serde_json::json!({
+            "problem": format!("pod said {token}"),
+            token: 1,
+            "b64": base64::engine::general_purpose::STANDARD.encode(token),
+        });
+        let redactor = Redactor::new(vec![token.to_owned()]);
+        let path = write_json(&value, dir.path(), "r1", "drill.json", &redactor).unwrap();
+        assert_eq!(path, dir.path().join("r1").join("drill.json"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            !text.contains(token) && !text.contains("czNjcmV0"),
+            "{text}"
+        );
+        assert!(text.contains("pod said [REDACTED]"), "{text}");
+        let refused = write_json(&value, dir.path(), "../up", "drill.json", &redactor);
+        assert!(matches!(refused, Err(ReportError::InvalidRunId { .. })));
     }
 
     #[test]
