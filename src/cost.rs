@@ -47,11 +47,6 @@ pub enum CostError {
     /// Active hours outside the week.
     #[error("active hours must be between 0 and {HOURS_PER_WEEK}, not {active_hours}")]
     ActiveHours { active_hours: f64 },
-    /// A duration that cannot be read.
-    #[error(
-        "cannot read {text:?} as a duration (write 90s, 15m, 2h, 1h30m or plain seconds, up to 100 years)"
-    )]
-    Duration { text: String },
 }
 
 /// One measured pause/resume cycle.
@@ -336,57 +331,6 @@ pub fn break_even(idle: &[Duration], o: &Overheads, thresholds: &[Duration]) -> 
     }
 }
 
-/// The longest duration `cost` reads: a hundred years, in seconds. Anything longer is a typo,
-/// and the accounting multiplies durations, so it is refused rather than overflowed.
-pub const MAX_DURATION_S: f64 = 100.0 * 365.0 * 86_400.0;
-
-/// Reads `90s`, `15m`, `2h`, `1h30m`, `1.5h` or plain seconds (`45`), up to
-/// [`MAX_DURATION_S`].
-pub fn parse_duration(text: &str) -> Result<Duration, CostError> {
-    let err = || CostError::Duration {
-        text: text.to_string(),
-    };
-    let t = text.trim();
-    if t.is_empty() {
-        return Err(err());
-    }
-    let in_range = |secs: f64| {
-        (secs.is_finite() && (0.0..=MAX_DURATION_S).contains(&secs))
-            .then(|| Duration::from_secs_f64(secs))
-            .ok_or_else(err)
-    };
-    if let Ok(secs) = t.parse::<f64>() {
-        return in_range(secs);
-    }
-    let mut total = 0.0;
-    let mut number = String::new();
-    let mut chars = t.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c.is_ascii_digit() || c == '.' {
-            number.push(c);
-            continue;
-        }
-        let unit = match c {
-            'h' => 3600.0,
-            'm' if chars.peek() == Some(&'s') => {
-                chars.next();
-                0.001
-            }
-            'm' => 60.0,
-            's' => 1.0,
-            'd' => 86_400.0,
-            _ => return Err(err()),
-        };
-        let value: f64 = number.parse().map_err(|_| err())?;
-        total += value * unit;
-        number.clear();
-    }
-    if !number.is_empty() {
-        return Err(err());
-    }
-    in_range(total)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -544,19 +488,5 @@ mod tests {
             overheads(&[], 2),
             Err(CostError::NoCycles { reports: 2 })
         ));
-    }
-
-    #[test]
-    fn durations_parse_in_the_usual_units() {
-        let p = |s: &str| parse_duration(s).map(|d| d.as_secs_f64());
-        assert_eq!(p("45").unwrap(), 45.0);
-        assert_eq!(p("90s").unwrap(), 90.0);
-        assert_eq!(p("15m").unwrap(), 900.0);
-        assert_eq!(p("1h30m").unwrap(), 5400.0);
-        assert_eq!(p("1.5h").unwrap(), 5400.0);
-        assert_eq!(p("250ms").unwrap(), 0.25);
-        for bad in ["", "abc", "5x", "10m5", "-3"] {
-            assert!(p(bad).is_err(), "{bad}");
-        }
     }
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::CommandError;
+use crate::config::parse_duration;
 use crate::cost::{self, BreakEven, Cycle, Overheads, WeekEstimate, WeekInput};
 use crate::report::read_report;
 
@@ -42,10 +43,6 @@ pub struct CostArgs {
     /// Print JSON instead of tables
     #[arg(long)]
     pub json: bool,
-}
-
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    cost::parse_duration(text).map_err(|e| e.to_string())
 }
 
 /// Everything `wsgate cost` computes, as `--json` prints it.

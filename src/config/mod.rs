@@ -23,6 +23,7 @@
 //! ```
 
 mod budget;
+mod duration;
 mod env;
 mod error;
 mod kind;
@@ -43,6 +44,7 @@ mod tests;
 use std::path::Path;
 
 pub use budget::Budget;
+pub use duration::{DurationError, MAX_SECS as MAX_DURATION_SECS, parse_duration};
 pub use env::{NON_CONFIG_ENV, process_env};
 pub use error::ConfigError;
 pub use origin::Origin;

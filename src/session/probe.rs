@@ -30,6 +30,7 @@ use super::error::SessionError;
 use super::marker::Nonce;
 use super::probe_state::{ProbeState, SCHEMA, StateFileError};
 use super::protocol::{Budgets, MarkerPlan, collect_evidence, mark};
+use crate::config::parse_duration;
 use crate::exit_code;
 use crate::verdict::{MarkerObservation, PlatformEvidence, decide};
 
@@ -283,38 +284,6 @@ fn parse_secret(s: &str) -> Result<Secret, Infallible> {
     Ok(Secret::new(s))
 }
 
-/// Parses `90`, `90s`, `500ms`, `2m`, `1h` (also `1m30s`).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    if let Ok(secs) = t.parse::<u64>() {
-        return Ok(Duration::from_secs(secs));
-    }
-    let mut total = Duration::ZERO;
-    let mut rest = t;
-    let bad = || format!("`{text}` is not a duration (examples: 30s, 500ms, 2m, 1h)");
-    while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
-        if digits == 0 {
-            return Err(bad());
-        }
-        let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let part = match &rest[..unit_len] {
-            "ms" => Duration::from_millis(n),
-            "s" => Duration::from_secs(n),
-            "m" | "min" => Duration::from_secs(n * 60),
-            "h" => Duration::from_secs(n * 3600),
-            _ => return Err(bad()),
-        };
-        total += part;
-        rest = &rest[unit_len..];
-    }
-    Ok(total)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -324,16 +293,6 @@ mod tests {
     struct Cli {
         #[command(subcommand)]
         probe: ProbeCommand,
-    }
-
-    #[test]
-    fn durations_parse() {
-        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
-        assert!(parse_duration("soon").is_err());
-        assert!(parse_duration("5 parsecs").is_err());
     }
 
     #[test]
