@@ -158,12 +158,10 @@ pub async fn drill(args: DrillArgs) -> Result<i32, CommandError> {
     };
     // Everything the drill created carries its run id: sweep by label, which also finds
     // what an interrupted drill had not recorded yet.
-    let selection = crate::platform::janitor::Selection::Run(run_id.clone());
-    let entries = crate::platform::janitor::find_all(&client, &cfg.target.namespace, &selection)
-        .await
-        .unwrap_or_default();
     let budget = cfg.budgets.delete.duration();
-    let mut results = crate::platform::janitor::sweep(&client, &selection, &entries, budget).await;
+    let ns = &cfg.target.namespace;
+    let mut results = crate::platform::janitor::sweep_run(&client, ns, &run_id, budget).await;
+    let selection = crate::platform::janitor::Selection::Run(run_id.clone());
     results.extend(ledger.cleanup(&client, &selection, budget, false).await);
     let leaks: Vec<_> = results
         .iter()

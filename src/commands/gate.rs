@@ -11,6 +11,7 @@ use super::CommandError;
 use crate::cli::TargetArgs;
 use crate::config::{Config, TargetKind};
 use crate::gate::{self, GateState, GateVerdict, PrepareOptions, VerifyOptions};
+use crate::platform::ledger::CleanupOutcome;
 use crate::platform::target;
 
 #[derive(Debug, Clone, Args)]
@@ -103,6 +104,21 @@ fn say(line: &str) {
     println!("gate: {line}");
 }
 
+/// After an interrupt: removes everything the gate's run created (found by its run-id
+/// label, taints included), says what could not be removed, and gives the exit code.
+async fn sweep_interrupted(client: &kube::Client, cfg: &Config, run_id: &str) -> i32 {
+    let budget = cfg.budgets.delete.duration();
+    let ns = &cfg.target.namespace;
+    for r in crate::platform::janitor::sweep_run(client, ns, run_id, budget).await {
+        match r.outcome {
+            CleanupOutcome::Leaked(_) => eprintln!("leak: {} {:?}", r.object, r.outcome),
+            CleanupOutcome::Refused(why) => eprintln!("{why}"),
+            _ => say(&format!("cleanup: {}: {:?}", r.object, r.outcome)),
+        }
+    }
+    crate::exit_code::INTERRUPTED
+}
+
 pub async fn gate(args: GateArgs) -> Result<i32, CommandError> {
     match args.command {
         GateCommand::Prepare(a) => prepare(a).await,
@@ -125,7 +141,14 @@ async fn prepare(args: PrepareArgs) -> Result<i32, CommandError> {
         "preparing the release gate (run id {}) in namespace {}",
         opts.run_id, cfg.target.namespace
     ));
-    let state = gate::prepare(&client, &cfg, &opts, &say).await?;
+    let prepared = tokio::select! {
+        r = gate::prepare(&client, &cfg, &opts, &say) => r,
+        signal = super::interrupted() => {
+            eprintln!("{}: interrupted; removing what gate prepare {} created", signal?, opts.run_id);
+            return Ok(sweep_interrupted(&client, &cfg, &opts.run_id).await);
+        }
+    };
+    let state = prepared?;
     state.write(&args.common.state)?;
     say(&format!(
         "state written to {}; the workspace {} stays paused until `wsgate gate verify --state {}` \
@@ -169,14 +192,19 @@ async fn verify(args: VerifyArgs) -> Result<i32, CommandError> {
     let token = crate::trial::read_token(&client, &state.namespace)
         .await
         .ok();
-    let outcome = gate::verify(
-        &client,
-        &cfg,
-        &state,
-        VerifyOptions { keep: args.keep },
-        &say,
-    )
-    .await?;
+    let verified = tokio::select! {
+        r = gate::verify(&client, &cfg, &state, VerifyOptions { keep: args.keep }, &say) => r,
+        signal = super::interrupted() => {
+            let signal = signal?;
+            if args.keep || crate::platform::ownership::check_run_id(&state.run_id).is_err() {
+                eprintln!("{signal}: interrupted; the workspace and its objects are left in place");
+                return Ok(crate::exit_code::INTERRUPTED);
+            }
+            eprintln!("{signal}: interrupted; removing what gate {} created", state.run_id);
+            return Ok(sweep_interrupted(&client, &cfg, &state.run_id).await);
+        }
+    };
+    let outcome = verified?;
     println!();
     println!("gate verdict: {}", outcome.verdict);
     println!("  {}", outcome.summary);

@@ -221,17 +221,9 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
             // In-flight scenarios are abandoned; everything this run created carries its
             // run-id label, so sweep by label, then still write the reports.
             eprintln!("{signal}: interrupted; removing what run {} created", ctx.run_id);
-            let selection = crate::platform::janitor::Selection::Run(ctx.run_id.clone());
-            let entries = crate::platform::janitor::find_all(&ctx.client, &ctx.config.target.namespace, &selection)
-                .await
-                .unwrap_or_default();
             let budget = ctx.config.budgets.delete.duration();
-            // Taints first: they hold back every pod on their nodes.
-            let taints = crate::platform::janitor::find_taints(&ctx.client, &selection)
-                .await
-                .unwrap_or_default();
-            let mut results = crate::platform::janitor::sweep_taints(&ctx.client, &selection, &taints, budget).await;
-            results.extend(crate::platform::janitor::sweep(&ctx.client, &selection, &entries, budget).await);
+            let ns = &ctx.config.target.namespace;
+            let results = crate::platform::janitor::sweep_run(&ctx.client, ns, &ctx.run_id, budget).await;
             ctx.cleanup
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())

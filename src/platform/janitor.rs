@@ -106,6 +106,35 @@ pub async fn find_taints(
         .collect())
 }
 
+/// Everything one run left, swept as after an interrupt (its ledger may miss what was
+/// being created): its squeeze taints first, since they hold back every pod on their
+/// nodes, then its labelled objects in `namespace`, each within `budget`. A listing that
+/// fails is a result of its own: what it could not look at may be left behind.
+pub async fn sweep_run(
+    client: &kube::Client,
+    namespace: &str,
+    run_id: &str,
+    budget: Duration,
+) -> Vec<CleanupResult> {
+    let sel = Selection::Run(run_id.to_string());
+    let unlisted = |what: String, e: kube::Error| CleanupResult {
+        object: what,
+        outcome: ledger::CleanupOutcome::Leaked(format!("cannot list them: {e}")),
+    };
+    let mut out = match find_taints(client, &sel).await {
+        Ok(taints) => sweep_taints(client, &sel, &taints, budget).await,
+        Err(e) => vec![unlisted(format!("node taints of run {run_id}"), e)],
+    };
+    match find_all(client, namespace, &sel).await {
+        Ok(entries) => out.extend(sweep(client, &sel, &entries, budget).await),
+        Err(e) => out.push(unlisted(
+            format!("objects of run {run_id} in {namespace}"),
+            e,
+        )),
+    }
+    out
+}
+
 /// Takes every taint that is `sel`'s off its node, each within `budget`.
 pub async fn sweep_taints(
     client: &kube::Client,

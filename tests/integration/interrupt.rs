@@ -307,3 +307,63 @@ async fn after_sigkill_the_janitor_removes_what_the_run_left() {
         "after the janitor the platform kept: {left:?}"
     );
 }
+
+/// `gate prepare` interrupted while it waits for the kernel (the `none` runtime serves no
+/// Jupyter, so it would wait out `kernel_reachable`): the interrupted code, and nothing of
+/// its run left, although its own ledger went with the abandoned step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_gate_prepare_leaves_nothing() {
+    let sim = crate::common::start_platform(|_| {}).await;
+    let work = workdir();
+    let kc = work.path().join("kc.yaml");
+    sim.write_kubeconfig(&kc).unwrap();
+    let client = sim.client().await.unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_wsgate"))
+        .current_dir(work.path())
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .args(["gate", "prepare", "--target", "cluster", "--namespace", NS])
+        .arg("--kubeconfig")
+        .arg(&kc)
+        .arg("--state")
+        .arg(work.path().join("gate.json"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut rx = lines(&mut child);
+    let mut seen = Vec::new();
+    wait_for_line(&mut rx, &mut seen, "storing the marker").await;
+    assert!(
+        !labelled(&client, LABEL).await.is_empty(),
+        "prepare has created its objects by now"
+    );
+    signal(&child, libc::SIGINT);
+    let out = tokio::task::spawn_blocking(move || {
+        crate::common::wait_within(child, crate::common::COMMAND_LIMIT_S, "wsgate gate prepare")
+    })
+    .await
+    .unwrap();
+    while let Ok(line) = rx.try_recv() {
+        seen.push(line);
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(wsgate::exit_code::INTERRUPTED),
+        "{}\n{stderr}",
+        seen.join("\n")
+    );
+    assert!(
+        stderr.contains("interrupted; removing what gate prepare"),
+        "{stderr}"
+    );
+    let left = labelled(&client, LABEL).await;
+    assert!(left.is_empty(), "left behind: {left:?}");
+    let left = platform_leftovers(&client).await;
+    assert!(left.is_empty(), "the platform kept: {left:?}");
+    assert!(
+        !work.path().join("gate.json").exists(),
+        "no state for a prepare that did not end"
+    );
+}
