@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
 
 use crate::config::Config;
-use crate::platform::ledger::{self, CleanupOutcome, CleanupResult};
+use crate::platform::ledger::{self, CleanupResult};
 use crate::session::Secret;
 
 /// Shared by every scenario of a run.
@@ -51,7 +51,7 @@ impl RunContext {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
-            .filter(|(_, r)| matches!(r.outcome, CleanupOutcome::Leaked(_)))
+            .filter(|(_, r)| r.is_leak())
             .cloned()
             .collect()
     }

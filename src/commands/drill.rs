@@ -163,10 +163,7 @@ pub async fn drill(args: DrillArgs) -> Result<i32, CommandError> {
     let mut results = crate::platform::janitor::sweep_run(&client, ns, &run_id, budget).await;
     let selection = crate::platform::janitor::Selection::Run(run_id.clone());
     results.extend(ledger.cleanup(&client, &selection, budget, false).await);
-    let leaks: Vec<_> = results
-        .iter()
-        .filter(|r| matches!(r.outcome, CleanupOutcome::Leaked(_)))
-        .collect();
+    let leaks: Vec<_> = results.iter().filter(|r| r.is_leak()).collect();
     for l in &leaks {
         eprintln!("leak: {} {:?}", l.object, l.outcome);
     }

@@ -230,16 +230,7 @@ async fn verify(args: VerifyArgs) -> Result<i32, CommandError> {
         Ok(path) => say(&format!("result written to {}", path.display())),
         Err(e) => eprintln!("warning: {e}"),
     }
-    let leaks: Vec<_> = outcome
-        .cleanup
-        .iter()
-        .filter(|r| {
-            matches!(
-                r.outcome,
-                crate::platform::ledger::CleanupOutcome::Leaked(_)
-            )
-        })
-        .collect();
+    let leaks: Vec<_> = outcome.cleanup.iter().filter(|r| r.is_leak()).collect();
     for l in &leaks {
         eprintln!("leak: {} {:?}", l.object, l.outcome);
     }

@@ -8,7 +8,6 @@ use super::CommandError;
 use crate::cli::TargetArgs;
 use crate::config::{self, LoadRequest, TargetKind};
 use crate::platform::janitor::{self, Selection};
-use crate::platform::ledger::CleanupOutcome;
 use crate::platform::target;
 
 #[derive(Debug, Clone, Args)]
@@ -85,7 +84,7 @@ pub async fn janitor(args: JanitorArgs) -> Result<i32, CommandError> {
     results.extend(janitor::sweep(&client, &selection, &entries, budget).await);
     let mut leaked = false;
     for r in &results {
-        leaked |= matches!(r.outcome, CleanupOutcome::Leaked(_));
+        leaked |= r.is_leak();
         println!("  {:<60} {:?}", r.object, r.outcome);
     }
     Ok(if leaked {

@@ -74,6 +74,13 @@ pub struct CleanupResult {
     pub outcome: CleanupOutcome,
 }
 
+impl CleanupResult {
+    /// Whether the object was left behind.
+    pub fn is_leak(&self) -> bool {
+        self.outcome.is_leak()
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "status", content = "detail")]
 pub enum CleanupOutcome {
@@ -84,6 +91,14 @@ pub enum CleanupOutcome {
     Leaked(String),
     /// Not wsgate's to touch (labels, uid, namespace or kind say so): left alone, and why.
     Refused(String),
+}
+
+impl CleanupOutcome {
+    /// Whether the object was left behind: the one leak predicate that reports, exit codes
+    /// and messages all ask.
+    pub fn is_leak(&self) -> bool {
+        matches!(self, CleanupOutcome::Leaked(_))
+    }
 }
 
 /// The ledger of one scenario.

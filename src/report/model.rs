@@ -389,7 +389,7 @@ impl CleanupEntry {
 
     /// Whether the object was left behind.
     pub fn is_leak(&self) -> bool {
-        matches!(self.outcome, CleanupOutcome::Leaked(_))
+        self.outcome.is_leak()
     }
 }
 
