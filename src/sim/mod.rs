@@ -10,6 +10,7 @@ pub mod bucket;
 pub mod controllers;
 pub mod error;
 pub mod faults;
+pub mod json;
 pub mod kinds;
 pub mod pods;
 pub mod profile;

@@ -23,7 +23,6 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use chrono::{SecondsFormat, Utc};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -32,6 +31,7 @@ use super::scheduler::{gpu_request, set_condition};
 use super::{Ctx, Next, ObjKey, Reconciler, events, kind};
 use crate::sim::bucket::SnapshotLocation;
 use crate::sim::faults::{self, FAULT_ANNOTATION, Fault};
+pub(crate) use crate::sim::json::{now_rfc3339_ms, str_at};
 use crate::sim::seed::DRIVER_ANNOTATION;
 use crate::sim::store::meta::now_rfc3339;
 use crate::sim::store::{DeleteOptions, Event, EventType};
@@ -71,10 +71,6 @@ pub const TRIGGER_UID: &str = "sim.wsgate.dev/trigger-uid";
 pub const CHECKPOINTED_AT: &str = "sim.wsgate.dev/checkpointed-at";
 /// When the snapshot was last written or restored from (RFC 3339, ms): retention's clock.
 pub const LAST_ACCESS: &str = "sim.wsgate.dev/last-access";
-
-pub(crate) fn str_at<'a>(v: &'a Value, ptr: &str) -> Option<&'a str> {
-    v.pointer(ptr).and_then(Value::as_str)
-}
 
 pub(crate) fn annotation<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     v.pointer("/metadata/annotations")
@@ -145,10 +141,6 @@ pub(crate) fn set_cr_condition(
 }
 
 /// Now, as the simulator's annotations write times (RFC 3339 with milliseconds).
-pub(crate) fn now_ms() -> String {
-    Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true)
-}
-
 /// Whether a label selector (`matchLabels`, `matchExpressions`) selects `labels`. An empty
 /// selector selects everything, as in Kubernetes.
 pub fn selector_matches(selector: &Value, labels: Option<&Value>) -> bool {
@@ -503,7 +495,7 @@ impl Agent {
                 labels[l] = json!(v);
             }
         }
-        let now = now_ms();
+        let now = now_rfc3339_ms();
         let mut annotations = json!({
             ORIGIN_POD: target,
             SPEC_HASH: distilled_spec_hash(&pod),
@@ -703,7 +695,7 @@ impl Agent {
                         );
                         Ok(c)
                     });
-                let now = now_ms();
+                let now = now_rfc3339_ms();
                 let _ = ctx
                     .store
                     .modify(key.kind, key.ns(), &key.name, false, false, |cur| {

@@ -20,6 +20,7 @@ use super::agent::{self, RestorePlan};
 use super::scheduler::{LEAKED_GPUS, gpu_request, set_condition};
 use super::{Ctx, Next, ObjKey, Reconciler, events, kind};
 use crate::sim::faults::Fault;
+use crate::sim::json::str_at;
 use crate::sim::pods::{JupyterSpec, StartState, Started};
 use crate::sim::store::meta::now_rfc3339;
 use crate::sim::store::{DeleteOptions, Event};
@@ -49,16 +50,12 @@ struct PendingRestored {
     ready_at: Option<Instant>,
 }
 
-fn str_of<'a>(v: &'a Value, ptr: &str) -> Option<&'a str> {
-    v.pointer(ptr).and_then(Value::as_str)
-}
-
 fn condition_true(pod: &Value, type_: &str) -> bool {
     pod.pointer("/status/conditions")
         .and_then(Value::as_array)
         .is_some_and(|cs| {
             cs.iter()
-                .any(|c| str_of(c, "/type") == Some(type_) && str_of(c, "/status") == Some("True"))
+                .any(|c| str_at(c, "/type") == Some(type_) && str_at(c, "/status") == Some("True"))
         })
 }
 
@@ -68,7 +65,7 @@ fn gates_pass(pod: &Value) -> bool {
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .filter_map(|g| str_of(g, "/conditionType"))
+        .filter_map(|g| str_at(g, "/conditionType"))
         .all(|t| condition_true(pod, t))
 }
 
@@ -189,7 +186,7 @@ impl Reconciler for Kubelet {
 
     fn keys_for(&self, ev: &Event) -> Vec<ObjKey> {
         if ev.kind.kind == "Pod"
-            && str_of(&ev.object, "/spec/nodeName").is_some_and(|n| !n.is_empty())
+            && str_at(&ev.object, "/spec/nodeName").is_some_and(|n| !n.is_empty())
         {
             vec![ObjKey::of(ev.kind, &ev.object)]
         } else {
@@ -201,8 +198,8 @@ impl Reconciler for Kubelet {
         let Some(pod) = ctx.store.find(key.kind, key.ns(), &key.name) else {
             return Next::Done;
         };
-        let uid = str_of(&pod, "/metadata/uid").unwrap_or("").to_string();
-        let Some(node) = str_of(&pod, "/spec/nodeName")
+        let uid = str_at(&pod, "/metadata/uid").unwrap_or("").to_string();
+        let Some(node) = str_at(&pod, "/spec/nodeName")
             .filter(|n| !n.is_empty())
             .map(str::to_string)
         else {
@@ -253,7 +250,7 @@ impl Reconciler for Kubelet {
             }
             return Next::Done;
         }
-        let phase = str_of(&pod, "/status/phase").unwrap_or("Pending");
+        let phase = str_at(&pod, "/status/phase").unwrap_or("Pending");
         if phase == "Pending" {
             let (plan, faults) = agent::restore_plan_and_faults(ctx, &pod);
             let restore_delay = plan.as_ref().map(|p| p.delay).unwrap_or_default();
@@ -424,7 +421,7 @@ impl Kubelet {
             .and_then(|p| p.get("restartCount"))
             .and_then(Value::as_u64)
             .unwrap_or(0);
-        let container = str_of(pod, "/spec/containers/0/name").unwrap_or("main");
+        let container = str_at(pod, "/spec/containers/0/name").unwrap_or("main");
         let wait = if restarts == 0 {
             Duration::ZERO
         } else {
@@ -432,7 +429,7 @@ impl Kubelet {
         };
         let elapsed = self.elapsed_since_first_seen(uid, &format!("crash{restarts}"));
         if elapsed < wait {
-            let waiting = prev.and_then(|p| str_of(p, "/state/waiting/reason"));
+            let waiting = prev.and_then(|p| str_at(p, "/state/waiting/reason"));
             if waiting != Some("CrashLoopBackOff") {
                 let name = &key.name;
                 let ns = &key.namespace;
@@ -478,7 +475,7 @@ impl Kubelet {
                 Some(s) => s,
                 None => {
                     let mut spec = jupyter_spec(ctx, pod);
-                    spec.pod_ip = str_of(pod, "/status/podIP").map(|ip| ctx.pods.reachable_ip(ip));
+                    spec.pod_ip = str_at(pod, "/status/podIP").map(|ip| ctx.pods.reachable_ip(ip));
                     ctx.pods.begin_jupyter(uid, spec, true);
                     return Next::After(Duration::from_millis(100));
                 }
@@ -575,7 +572,7 @@ fn show_exit(ctx: &Ctx, uid: &str, status: std::process::ExitStatus) {
         .or_else(|| status.signal().map(|s| 128 + s))
         .unwrap_or(1);
     let key = ObjKey::of(kind("Pod"), &pod);
-    let container = str_of(&pod, "/spec/containers/0/name").unwrap_or("main");
+    let container = str_at(&pod, "/spec/containers/0/name").unwrap_or("main");
     let now = now_rfc3339();
     tracing::warn!(pod = %key.name, code, "the pod's server exited on its own");
     let _ = ctx
@@ -782,8 +779,8 @@ impl Kubelet {
             (entry.0, backoff)
         };
         let message = start_failure_message(message);
-        let container = str_of(pod, "/spec/containers/0/name").unwrap_or("main");
-        let image = str_of(pod, "/spec/containers/0/image").unwrap_or("");
+        let container = str_at(pod, "/spec/containers/0/name").unwrap_or("main");
+        let image = str_at(pod, "/spec/containers/0/image").unwrap_or("");
         let now = now_rfc3339();
         let _ = ctx
             .store
@@ -823,7 +820,7 @@ fn env_value<'a>(pod: &'a Value, name: &str) -> Option<&'a Value> {
     pod.pointer("/spec/containers/0/env")
         .and_then(Value::as_array)?
         .iter()
-        .find(|e| str_of(e, "/name") == Some(name))
+        .find(|e| str_at(e, "/name") == Some(name))
 }
 
 /// Reads `key` of Secret `name` in `namespace` from the store (base64 `data`).
@@ -855,14 +852,14 @@ pub(crate) fn home_claim(pod: &Value) -> &str {
     volumes
         .into_iter()
         .flatten()
-        .find(|v| str_of(v, "/name") == Some("home-volume"))
+        .find(|v| str_at(v, "/name") == Some("home-volume"))
         .or_else(|| {
             volumes
                 .into_iter()
                 .flatten()
                 .find(|v| v.get("persistentVolumeClaim").is_some())
         })
-        .and_then(|v| str_of(v, "/persistentVolumeClaim/claimName"))
+        .and_then(|v| str_at(v, "/persistentVolumeClaim/claimName"))
         .unwrap_or("no-home")
 }
 
@@ -872,18 +869,18 @@ pub(crate) fn container_env(
     store: &crate::sim::store::Store,
     pod: &Value,
 ) -> Vec<(String, String)> {
-    let ns = str_of(pod, "/metadata/namespace").unwrap_or("default");
+    let ns = str_at(pod, "/metadata/namespace").unwrap_or("default");
     pod.pointer("/spec/containers/0/env")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
         .filter_map(|e| {
-            let name = str_of(e, "/name")?.to_string();
-            let value = match str_of(e, "/value") {
+            let name = str_at(e, "/name")?.to_string();
+            let value = match str_at(e, "/value") {
                 Some(v) => v.to_string(),
                 None => {
                     let r = e.pointer("/valueFrom/secretKeyRef")?;
-                    secret_in(store, ns, str_of(r, "/name")?, str_of(r, "/key")?)?
+                    secret_in(store, ns, str_at(r, "/name")?, str_at(r, "/key")?)?
                 }
             };
             Some((name, value))
@@ -892,7 +889,7 @@ pub(crate) fn container_env(
 }
 
 fn jupyter_spec(ctx: &Ctx, pod: &Value) -> JupyterSpec {
-    let ns = str_of(pod, "/metadata/namespace").unwrap_or("default");
+    let ns = str_at(pod, "/metadata/namespace").unwrap_or("default");
     let claim = home_claim(pod);
     let ws = pod
         .pointer("/metadata/labels")
@@ -900,14 +897,14 @@ fn jupyter_spec(ctx: &Ctx, pod: &Value) -> JupyterSpec {
         .and_then(Value::as_str)
         .unwrap_or("");
     let base_url = env_value(pod, "NB_PREFIX")
-        .and_then(|e| str_of(e, "/value"))
+        .and_then(|e| str_at(e, "/value"))
         .map(str::to_string)
         .unwrap_or_else(|| format!("/workspace/connect/{ns}/{ws}/jupyterlab/"));
-    let token = env_value(pod, "JUPYTER_TOKEN").and_then(|e| match str_of(e, "/value") {
+    let token = env_value(pod, "JUPYTER_TOKEN").and_then(|e| match str_at(e, "/value") {
         Some(v) => Some(v.to_string()),
         None => {
             let r = e.pointer("/valueFrom/secretKeyRef")?;
-            secret_value(ctx, ns, str_of(r, "/name")?, str_of(r, "/key")?)
+            secret_value(ctx, ns, str_at(r, "/name")?, str_at(r, "/key")?)
         }
     });
     let port = pod
@@ -935,12 +932,12 @@ const MOUNT_RETRY: Duration = Duration::from_secs(1);
 /// ConfigMap exists (the snapshot add-on's pod webhook mounts `jupyter-ipc-config`, which
 /// its reconciler creates: in a namespace it has not reconciled yet, pods wait for it).
 fn missing_config_map(ctx: &Ctx, pod: &Value) -> Option<(String, String)> {
-    let ns = str_of(pod, "/metadata/namespace").unwrap_or("default");
+    let ns = str_at(pod, "/metadata/namespace").unwrap_or("default");
     pod.pointer("/spec/volumes")
         .and_then(Value::as_array)?
         .iter()
         .filter(|v| v.pointer("/configMap/optional").and_then(Value::as_bool) != Some(true))
-        .filter_map(|v| Some((str_of(v, "/name")?, str_of(v, "/configMap/name")?)))
+        .filter_map(|v| Some((str_at(v, "/name")?, str_at(v, "/configMap/name")?)))
         .find(|(_, map)| ctx.store.find(kind("ConfigMap"), Some(ns), map).is_none())
         .map(|(volume, map)| (volume.to_string(), map.to_string()))
 }
@@ -949,22 +946,22 @@ fn missing_config_map(ctx: &Ctx, pod: &Value) -> Option<(String, String)> {
 /// volumes (`subPath` a key, or the whole map), with their content from the store now
 /// (every one exists: [`missing_config_map`] holds the pod until it does).
 fn etc_jupyter_mounts(ctx: &Ctx, pod: &Value) -> Vec<(String, String)> {
-    let ns = str_of(pod, "/metadata/namespace").unwrap_or("default");
+    let ns = str_at(pod, "/metadata/namespace").unwrap_or("default");
     let volumes = pod.pointer("/spec/volumes").and_then(Value::as_array);
     let mounts = pod
         .pointer("/spec/containers/0/volumeMounts")
         .and_then(Value::as_array);
     let mut files = Vec::new();
     for m in mounts.into_iter().flatten() {
-        let Some(path) = str_of(m, "/mountPath").and_then(|p| p.strip_prefix("/etc/jupyter"))
+        let Some(path) = str_at(m, "/mountPath").and_then(|p| p.strip_prefix("/etc/jupyter"))
         else {
             continue;
         };
         let Some(map) = volumes
             .into_iter()
             .flatten()
-            .find(|v| str_of(v, "/name") == str_of(m, "/name"))
-            .and_then(|v| str_of(v, "/configMap/name"))
+            .find(|v| str_at(v, "/name") == str_at(m, "/name"))
+            .and_then(|v| str_at(v, "/configMap/name"))
         else {
             continue;
         };
@@ -980,7 +977,7 @@ fn etc_jupyter_mounts(ctx: &Ctx, pod: &Value) -> Vec<(String, String)> {
             continue;
         };
         let path = path.trim_start_matches('/');
-        match str_of(m, "/subPath") {
+        match str_at(m, "/subPath") {
             Some(key) if !path.is_empty() && !path.contains('/') => {
                 if let Some(v) = data.get(key).and_then(Value::as_str) {
                     files.push((path.to_string(), v.to_string()));

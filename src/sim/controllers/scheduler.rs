@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::{Ctx, Next, ObjKey, Reconciler, events, kind};
+use crate::sim::json::str_at;
 use crate::sim::store::Event;
 use crate::sim::store::meta::now_rfc3339;
 use crate::sim::truth::Transition;
@@ -48,15 +49,11 @@ pub fn gpu_request(pod: &Value) -> i64 {
         .unwrap_or(0)
 }
 
-fn str_of<'a>(v: &'a Value, ptr: &str) -> Option<&'a str> {
-    v.pointer(ptr).and_then(Value::as_str)
-}
-
 /// GPUs in use on each node: every pod bound there that still exists, plus leaked ones.
 pub fn gpus_in_use(ctx: &Ctx) -> BTreeMap<String, i64> {
     let mut used = BTreeMap::new();
     for p in ctx.store.all(kind("Pod"), None) {
-        if let Some(node) = str_of(&p, "/spec/nodeName").filter(|n| !n.is_empty()) {
+        if let Some(node) = str_at(&p, "/spec/nodeName").filter(|n| !n.is_empty()) {
             *used.entry(node.to_string()).or_insert(0) += gpu_request(&p);
         }
     }
@@ -69,7 +66,7 @@ pub fn gpus_in_use(ctx: &Ctx) -> BTreeMap<String, i64> {
             .unwrap_or(0);
         if leaked > 0 {
             *used
-                .entry(str_of(&n, "/metadata/name").unwrap_or("").to_string())
+                .entry(str_at(&n, "/metadata/name").unwrap_or("").to_string())
                 .or_insert(0) += leaked;
         }
     }
@@ -102,24 +99,24 @@ fn untolerated(pod: &Value, node: &Value) -> Option<String> {
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .filter(|t| matches!(str_of(t, "/effect"), Some("NoSchedule" | "NoExecute")))
+        .filter(|t| matches!(str_at(t, "/effect"), Some("NoSchedule" | "NoExecute")))
         .find(|taint| {
             !tolerations.into_iter().flatten().any(|tol| {
-                let key_ok = str_of(tol, "/key")
-                    .is_none_or(|k| k.is_empty() || Some(k) == str_of(taint, "/key"));
-                let op_exists = str_of(tol, "/operator") == Some("Exists");
+                let key_ok = str_at(tol, "/key")
+                    .is_none_or(|k| k.is_empty() || Some(k) == str_at(taint, "/key"));
+                let op_exists = str_at(tol, "/operator") == Some("Exists");
                 let value_ok = op_exists
-                    || str_of(tol, "/value").unwrap_or("") == str_of(taint, "/value").unwrap_or("");
-                let effect_ok = str_of(tol, "/effect")
-                    .is_none_or(|e| e.is_empty() || Some(e) == str_of(taint, "/effect"));
+                    || str_at(tol, "/value").unwrap_or("") == str_at(taint, "/value").unwrap_or("");
+                let effect_ok = str_at(tol, "/effect")
+                    .is_none_or(|e| e.is_empty() || Some(e) == str_at(taint, "/effect"));
                 key_ok && value_ok && effect_ok
             })
         })
         .map(|t| {
             format!(
                 "{{{}: {}}}",
-                str_of(t, "/key").unwrap_or(""),
-                str_of(t, "/value").unwrap_or("")
+                str_at(t, "/key").unwrap_or(""),
+                str_at(t, "/value").unwrap_or("")
             )
         })
 }
@@ -135,7 +132,7 @@ impl Reconciler for Scheduler {
 
     fn keys_for(&self, ev: &Event) -> Vec<ObjKey> {
         match ev.kind.kind {
-            "Pod" if str_of(&ev.object, "/spec/nodeName").is_none_or(str::is_empty) => {
+            "Pod" if str_at(&ev.object, "/spec/nodeName").is_none_or(str::is_empty) => {
                 vec![ObjKey::of(ev.kind, &ev.object)]
             }
             // Capacity changed (a pod left a node, or a node changed): retry every pending
@@ -154,15 +151,15 @@ impl Reconciler for Scheduler {
                 .store
                 .all(key.kind, None)
                 .into_iter()
-                .filter(|p| str_of(p, "/spec/nodeName").is_none_or(str::is_empty))
+                .filter(|p| str_at(p, "/spec/nodeName").is_none_or(str::is_empty))
                 .collect();
             pending.sort_by(|a, b| {
                 let at = |p: &Value| {
                     (
-                        str_of(p, "/metadata/creationTimestamp")
+                        str_at(p, "/metadata/creationTimestamp")
                             .unwrap_or("")
                             .to_string(),
-                        str_of(p, "/metadata/name").unwrap_or("").to_string(),
+                        str_at(p, "/metadata/name").unwrap_or("").to_string(),
                     )
                 };
                 at(a).cmp(&at(b))
@@ -182,7 +179,7 @@ fn schedule_one(ctx: &Ctx, key: &ObjKey) {
     let Some(pod) = ctx.store.find(key.kind, key.ns(), &key.name) else {
         return;
     };
-    if str_of(&pod, "/spec/nodeName").is_some_and(|n| !n.is_empty())
+    if str_at(&pod, "/spec/nodeName").is_some_and(|n| !n.is_empty())
         || pod.pointer("/metadata/deletionTimestamp").is_some()
     {
         return;
@@ -195,7 +192,7 @@ fn schedule_one(ctx: &Ctx, key: &ObjKey) {
     let mut taints: BTreeMap<String, usize> = BTreeMap::new();
     let mut chosen = None;
     for node in &nodes {
-        let name = str_of(node, "/metadata/name").unwrap_or("");
+        let name = str_at(node, "/metadata/name").unwrap_or("");
         if !selector_matches(&pod, node) {
             no_selector += 1;
         } else if let Some(t) = untolerated(&pod, node) {
@@ -270,8 +267,8 @@ fn schedule_one(ctx: &Ctx, key: &ObjKey) {
                 .and_then(Value::as_array)
                 .is_some_and(|cs| {
                     cs.iter().any(|c| {
-                        str_of(c, "/type") == Some("PodScheduled")
-                            && str_of(c, "/message") == Some(message.as_str())
+                        str_at(c, "/type") == Some("PodScheduled")
+                            && str_at(c, "/message") == Some(message.as_str())
                     })
                 });
             if already {
@@ -337,9 +334,9 @@ pub fn set_condition(
     if let Some(m) = message {
         cond["message"] = json!(m);
     }
-    match conds.iter_mut().find(|c| str_of(c, "/type") == Some(type_)) {
+    match conds.iter_mut().find(|c| str_at(c, "/type") == Some(type_)) {
         Some(existing) => {
-            if str_of(existing, "/status") == Some(status) {
+            if str_at(existing, "/status") == Some(status) {
                 cond["lastTransitionTime"] = existing["lastTransitionTime"].clone();
             }
             *existing = cond;

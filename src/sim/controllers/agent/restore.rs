@@ -22,7 +22,7 @@ use sha2::{Digest, Sha256};
 use super::{
     CHECKPOINTED_AT, DRIVER_VERSION, GPU_MODEL, LAST_ACCESS, MACHINE_SERIES, PS_NAME, SPEC_HASH,
     annotation, condition_status, fault_for_pod, fault_on, grouping_labels, is_deleting, label,
-    name_of, now_ms, selector_matches, str_at, uid_of,
+    name_of, now_rfc3339_ms, selector_matches, str_at, uid_of,
 };
 use crate::sim::controllers::{Ctx, kind};
 use crate::sim::faults::Fault;
@@ -244,7 +244,7 @@ pub fn restore_plan_and_faults(ctx: &Ctx, pod: &Value) -> (Option<RestorePlan>, 
         acted.push(Fault::SlowRestore);
     }
     let name = name_of(&chosen).to_string();
-    let now = now_ms();
+    let now = now_rfc3339_ms();
     let _ = ctx.store.modify(
         kind("PodSnapshot"),
         str_at(pod, "/metadata/namespace"),

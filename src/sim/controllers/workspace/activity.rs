@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::sim::json::now_epoch_ms;
 use crate::sim::selector::LabelSelector;
 
 /// Upstream's timeout for one Jupyter probe request.
@@ -280,10 +281,6 @@ pub fn apply_decision(activity: &mut Value, decision: &PauseDecision) {
     }
 }
 
-fn now_ms() -> i64 {
-    chrono::Utc::now().timestamp_millis()
-}
-
 /// `GET http://<host>:<port><base path without trailing slash>/api/status`, with `timeout`:
 /// success carries `last_activity`; connection errors, non-2xx answers, bad bodies are
 /// failures and an expired timeout is `Timeout`. Never panics.
@@ -295,7 +292,7 @@ pub async fn probe_jupyter(
     token: Option<&str>,
     timeout: Duration,
 ) -> ProbeResult {
-    let start = now_ms();
+    let start = now_epoch_ms();
     let url = format!(
         "http://{host}:{port}{}/api/status",
         base_path.trim_end_matches('/')
@@ -316,13 +313,13 @@ pub async fn probe_jupyter(
         Err(e) if e.is_timeout() => {
             return fail(
                 ProbeOutcome::Timeout,
-                now_ms(),
+                now_epoch_ms(),
                 format!("timeout after {}ms", timeout.as_millis()),
             );
         }
-        Err(e) => return fail(ProbeOutcome::Failure, now_ms(), error_chain(&e)),
+        Err(e) => return fail(ProbeOutcome::Failure, now_epoch_ms(), error_chain(&e)),
     };
-    let end = now_ms();
+    let end = now_epoch_ms();
     if !resp.status().is_success() {
         return fail(
             ProbeOutcome::Failure,
@@ -344,7 +341,7 @@ pub async fn probe_jupyter(
             Err(e) => {
                 return fail(
                     ProbeOutcome::Failure,
-                    now_ms(),
+                    now_epoch_ms(),
                     format!("unable to read response body: {}", error_chain(&e)),
                 );
             }
@@ -353,7 +350,7 @@ pub async fn probe_jupyter(
     let Ok(status) = serde_json::from_slice::<Value>(&body) else {
         return fail(
             ProbeOutcome::Failure,
-            now_ms(),
+            now_epoch_ms(),
             "invalid response body".into(),
         );
     };
@@ -371,7 +368,7 @@ pub async fn probe_jupyter(
         },
         Err(e) => fail(
             ProbeOutcome::Failure,
-            now_ms(),
+            now_epoch_ms(),
             format!("invalid last_activity: {e}"),
         ),
     }

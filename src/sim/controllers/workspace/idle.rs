@@ -8,8 +8,9 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use super::template::{self, Selected};
-use super::{WorkspaceController, activity, now_ms, str_at};
+use super::{WorkspaceController, activity};
 use crate::sim::controllers::{Ctx, kind};
+use crate::sim::json::{now_epoch_ms, text_at};
 use crate::sim::kinds;
 
 impl WorkspaceController {
@@ -33,8 +34,8 @@ impl WorkspaceController {
         if status["state"] != json!("Running") {
             return (false, None);
         }
-        let now = now_ms();
-        let ns = str_at(ws, "/metadata/namespace");
+        let now = now_epoch_ms();
+        let ns = text_at(ws, "/metadata/namespace");
         let namespace_labels = ctx
             .store
             .find(kind("Namespace"), None, ns)
@@ -48,7 +49,7 @@ impl WorkspaceController {
             .into_iter()
             .flatten()
         {
-            pod_config_labels.insert(str_at(l, "/key").to_string(), json!(str_at(l, "/value")));
+            pod_config_labels.insert(text_at(l, "/key").to_string(), json!(text_at(l, "/value")));
         }
         let rules = wsk
             .pointer("/spec/activityRules")
@@ -63,7 +64,7 @@ impl WorkspaceController {
         ) {
             Ok(r) => r,
             Err(e) => {
-                tracing::warn!(kind = str_at(wsk, "/metadata/name"), error = %e, "activity rules not evaluated");
+                tracing::warn!(kind = text_at(wsk, "/metadata/name"), error = %e, "activity rules not evaluated");
                 return (false, None);
             }
         };
@@ -108,8 +109,8 @@ impl WorkspaceController {
         pod: Option<&Value>,
     ) -> activity::ProbeResult {
         use activity::{MSG_EXEC_NOT_CONFIGURED, MSG_JUPYTER_FAILED, MSG_NO_TYPE, ProbeResult};
-        let now = now_ms();
-        let reported = pod.map(|p| str_at(p, "/status/podIP")).unwrap_or("");
+        let now = now_epoch_ms();
+        let reported = pod.map(|p| text_at(p, "/status/podIP")).unwrap_or("");
         let ip = ctx.pods.reachable_ip(reported);
         let ip = ip.as_str();
         if ip.is_empty() {
@@ -129,7 +130,7 @@ impl WorkspaceController {
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
-            .find(|p| str_at(p, "/id") == port_id)
+            .find(|p| text_at(p, "/id") == port_id)
             .and_then(|p| p.get("port").and_then(Value::as_i64));
         let Some(port) = port else {
             let message = format!("{MSG_JUPYTER_FAILED}port {port_id:?} not found in imageConfig");
@@ -142,8 +143,8 @@ impl WorkspaceController {
                 return ProbeResult::failed_now(now, message);
             }
         };
-        let ns = str_at(ws, "/metadata/namespace");
-        let base = template::connect_path(ns, str_at(ws, "/metadata/name"), port_id);
+        let ns = text_at(ws, "/metadata/namespace");
+        let base = template::connect_path(ns, text_at(ws, "/metadata/name"), port_id);
         let token = jupyter_token(ctx, ns);
         // No lock is held here: the store hands out owned snapshots.
         activity::probe_jupyter(

@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 
 use super::{Ctx, Next, ObjKey, Reconciler, kind};
 use crate::sim::error::ApiError;
+use crate::sim::json::{now_epoch_ms, text_at};
 use crate::sim::store::{Event, EventType, Store};
 use crate::sim::truth::Transition;
 use owned::Owned;
@@ -40,14 +41,6 @@ const RETRY: Duration = Duration::from_millis(200);
 pub struct WorkspaceController {
     store: Arc<Store>,
     http: OnceLock<Result<reqwest::Client, String>>,
-}
-
-fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
-    v.pointer(ptr).and_then(Value::as_str).unwrap_or("")
-}
-
-fn now_ms() -> i64 {
-    chrono::Utc::now().timestamp_millis()
 }
 
 fn ws_key(namespace: &str, name: &str) -> ObjKey {
@@ -73,12 +66,12 @@ fn controlling_workspace(obj: &Value) -> Option<ObjKey> {
         .and_then(Value::as_array)?
         .iter()
         .find(|r| {
-            str_at(r, "/kind") == "Workspace"
+            text_at(r, "/kind") == "Workspace"
                 && r.get("controller").and_then(Value::as_bool) == Some(true)
         })?;
     Some(ws_key(
-        str_at(obj, "/metadata/namespace"),
-        str_at(owner, "/name"),
+        text_at(obj, "/metadata/namespace"),
+        text_at(owner, "/name"),
     ))
 }
 
@@ -88,7 +81,7 @@ fn labelled_workspace(pod: &Value) -> Option<ObjKey> {
         .pointer("/metadata/labels")
         .and_then(|l| l.get(WORKSPACE_LABEL))
         .and_then(Value::as_str)?;
-    Some(ws_key(str_at(pod, "/metadata/namespace"), name))
+    Some(ws_key(text_at(pod, "/metadata/namespace"), name))
 }
 
 impl WorkspaceController {
@@ -124,20 +117,20 @@ impl WorkspaceController {
         self.store
             .all(kind("Workspace"), None)
             .iter()
-            .filter(|w| str_at(w, "/spec/kind") == kind_name)
+            .filter(|w| text_at(w, "/spec/kind") == kind_name)
             .map(|w| {
                 ws_key(
-                    str_at(w, "/metadata/namespace"),
-                    str_at(w, "/metadata/name"),
+                    text_at(w, "/metadata/namespace"),
+                    text_at(w, "/metadata/name"),
                 )
             })
             .collect()
     }
 
     fn keys_for_warning(&self, ev: &Value) -> Option<ObjKey> {
-        let ns = str_at(ev, "/involvedObject/namespace");
-        let name = str_at(ev, "/involvedObject/name");
-        match str_at(ev, "/involvedObject/kind") {
+        let ns = text_at(ev, "/involvedObject/namespace");
+        let name = text_at(ev, "/involvedObject/name");
+        match text_at(ev, "/involvedObject/kind") {
             "Pod" => labelled_workspace(&*self.store.find(kind("Pod"), Some(ns), name)?),
             "StatefulSet" => {
                 controlling_workspace(&*self.store.find(kind("StatefulSet"), Some(ns), name)?)
@@ -167,11 +160,11 @@ impl Reconciler for WorkspaceController {
                     .as_ref()
                     .is_none_or(|p| p.get("spec") != obj.get("spec"));
                 if ev.etype != EventType::Modified || spec_changed {
-                    keys.push(kind_key(str_at(obj, "/spec/kind")));
+                    keys.push(kind_key(text_at(obj, "/spec/kind")));
                     if let Some(p) = &ev.previous
-                        && str_at(p, "/spec/kind") != str_at(obj, "/spec/kind")
+                        && text_at(p, "/spec/kind") != text_at(obj, "/spec/kind")
                     {
-                        keys.push(kind_key(str_at(p, "/spec/kind")));
+                        keys.push(kind_key(text_at(p, "/spec/kind")));
                     }
                 }
                 keys
@@ -185,7 +178,7 @@ impl Reconciler for WorkspaceController {
                     .as_ref()
                     .is_none_or(|p| generation(p) != generation(obj));
                 if ev.etype != EventType::Modified || changed {
-                    keys.extend(self.workspaces_of_kind(str_at(obj, "/metadata/name")));
+                    keys.extend(self.workspaces_of_kind(text_at(obj, "/metadata/name")));
                 }
                 keys
             }
@@ -193,7 +186,7 @@ impl Reconciler for WorkspaceController {
             "StatefulSet" | "Service" | "ServiceAccount" => {
                 controlling_workspace(obj).into_iter().collect()
             }
-            "Event" if str_at(obj, "/type") == "Warning" => {
+            "Event" if text_at(obj, "/type") == "Warning" => {
                 self.keys_for_warning(obj).into_iter().collect()
             }
             _ => Vec::new(),
@@ -226,7 +219,7 @@ impl WorkspaceController {
             );
         }
         let mut status = state::complete(ws.get("status"));
-        let kind_name = str_at(&ws, "/spec/kind");
+        let kind_name = text_at(&ws, "/spec/kind");
         let Some(wsk) = ctx.store.find(kind("WorkspaceKind"), None, kind_name) else {
             return self.set_error(ctx, &ws, status, state::msg_unknown_kind(kind_name));
         };
@@ -235,7 +228,7 @@ impl WorkspaceController {
         status["pendingRestart"] = json!(false);
         let mut selected: Vec<Selected<'_>> = Vec::new();
         for option in ["imageConfig", "podConfig"] {
-            let id = str_at(&ws, &format!("/spec/podTemplate/options/{option}"));
+            let id = text_at(&ws, &format!("/spec/podTemplate/options/{option}"));
             match template::select_option(&wsk, option, id) {
                 Ok(s) => {
                     status["podTemplateOptions"][option] = s.status();
@@ -253,7 +246,7 @@ impl WorkspaceController {
         let (image, pod_config) = (&selected[0], &selected[1]);
 
         let service_account = match self.ensure_service_account(ctx, &ws) {
-            Owned::Found(sa) => str_at(&sa, "/metadata/name").to_string(),
+            Owned::Found(sa) => text_at(&sa, "/metadata/name").to_string(),
             Owned::Error(m) => return self.set_error(ctx, &ws, status, m),
             Owned::Retry => return Next::After(RETRY),
         };
@@ -290,14 +283,14 @@ impl WorkspaceController {
         }
 
         // The first StatefulSet pod is always `<sts>-0`.
-        let pod_name = format!("{}-0", str_at(&sts, "/metadata/name"));
+        let pod_name = format!("{}-0", text_at(&sts, "/metadata/name"));
         let pod = ctx.store.find(kind("Pod"), key.ns(), &pod_name);
         let paused = ws
             .pointer("/spec/paused")
             .and_then(Value::as_bool)
             .unwrap_or(false);
-        let now = now_ms();
-        let previous_state = str_at(&ws, "/status/state").to_string();
+        let now = now_epoch_ms();
+        let previous_state = text_at(&ws, "/status/state").to_string();
         let pause_time = status["pauseTime"].as_i64().unwrap_or(0);
         status["pauseTime"] = json!(state::pause_time(paused, pause_time, now));
         status["podTemplatePod"] = state::pod_template_pod(pod.as_deref(), &service_account);
@@ -305,11 +298,11 @@ impl WorkspaceController {
         let derived = state::derive(
             paused,
             pod.as_deref(),
-            || state::latest_warning(&events(), str_at(&sts, "/metadata/uid")),
+            || state::latest_warning(&events(), text_at(&sts, "/metadata/uid")),
             || {
                 let uid = pod
                     .as_deref()
-                    .map(|p| str_at(p, "/metadata/uid"))
+                    .map(|p| text_at(p, "/metadata/uid"))
                     .unwrap_or("");
                 state::latest_warning(&events(), uid)
             },
@@ -366,11 +359,11 @@ impl WorkspaceController {
         if ws.get("status") == Some(&status) {
             return Ok(());
         }
-        let ns = str_at(ws, "/metadata/namespace");
-        let name = str_at(ws, "/metadata/name");
-        let rv = str_at(ws, "/metadata/resourceVersion").to_string();
-        let new_state = str_at(&status, "/state").to_string();
-        let node = str_at(&status, "/podTemplatePod/nodeName").to_string();
+        let ns = text_at(ws, "/metadata/namespace");
+        let name = text_at(ws, "/metadata/name");
+        let rv = text_at(ws, "/metadata/resourceVersion").to_string();
+        let new_state = text_at(&status, "/state").to_string();
+        let node = text_at(&status, "/podTemplatePod/nodeName").to_string();
         ctx.store
             .modify(kind("Workspace"), Some(ns), name, true, false, |cur| {
                 let mut c = cur.clone();
@@ -378,7 +371,7 @@ impl WorkspaceController {
                 c["status"] = status;
                 Ok(c)
             })?;
-        if str_at(ws, "/status/state") != new_state {
+        if text_at(ws, "/status/state") != new_state {
             ctx.truth.record(
                 Transition::WorkspaceState,
                 Some(ns),

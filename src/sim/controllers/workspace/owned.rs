@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::WorkspaceController;
 use super::template::{self, controlled_by};
-use super::{WorkspaceController, str_at};
 use crate::sim::controllers::{Ctx, kind};
+use crate::sim::json::text_at;
 
 /// What reconciling one owned object found.
 pub(super) enum Owned {
@@ -20,16 +21,16 @@ pub(super) enum Owned {
 
 impl WorkspaceController {
     fn owned(&self, ctx: &Ctx, kind_name: &str, ws: &Value) -> Vec<Arc<Value>> {
-        let uid = str_at(ws, "/metadata/uid");
+        let uid = text_at(ws, "/metadata/uid");
         ctx.store
-            .all(kind(kind_name), Some(str_at(ws, "/metadata/namespace")))
+            .all(kind(kind_name), Some(text_at(ws, "/metadata/namespace")))
             .into_iter()
             .filter(|o| controlled_by(o, uid))
             .collect()
     }
 
     fn multiple(kind_name: &str, objs: &[Arc<Value>]) -> Owned {
-        let names: Vec<&str> = objs.iter().map(|o| str_at(o, "/metadata/name")).collect();
+        let names: Vec<&str> = objs.iter().map(|o| text_at(o, "/metadata/name")).collect();
         Owned::Error(format!(
             "Workspace owns multiple {kind_name}s: {}",
             names.join(", ")
@@ -44,13 +45,13 @@ impl WorkspaceController {
             return Self::multiple("ServiceAccount", &owned);
         }
         let desired = template::service_account(ws);
-        let ns = Some(str_at(ws, "/metadata/namespace"));
+        let ns = Some(text_at(ws, "/metadata/namespace"));
         let sa = kind("ServiceAccount");
         if let Some(found) = owned.into_iter().next() {
             let Some(next) = template::updated("ServiceAccount", &desired, &found) else {
                 return Owned::Found(found);
             };
-            let name = str_at(&found, "/metadata/name");
+            let name = text_at(&found, "/metadata/name");
             return match ctx.store.modify(sa, ns, name, false, false, |_| Ok(next)) {
                 Ok(o) => Owned::Found(o),
                 Err(_) => Owned::Retry,
@@ -59,9 +60,9 @@ impl WorkspaceController {
         match ctx.store.create(sa, ns, desired.clone(), false) {
             Ok(o) => Owned::Found(o),
             Err(e) if e.reason == "AlreadyExists" => {
-                let name = str_at(&desired, "/metadata/name");
+                let name = text_at(&desired, "/metadata/name");
                 match ctx.store.find(sa, ns, name) {
-                    Some(existing) if !controlled_by(&existing, str_at(ws, "/metadata/uid")) => {
+                    Some(existing) if !controlled_by(&existing, text_at(ws, "/metadata/uid")) => {
                         Owned::Error(format!(
                             "Workspace ServiceAccount {name} already exists and is not owned by the Workspace"
                         ))
@@ -87,7 +88,7 @@ impl WorkspaceController {
     ) -> Owned {
         let owned = self.owned(ctx, kind_name, ws);
         let k = kind(kind_name);
-        let ns = Some(str_at(ws, "/metadata/namespace"));
+        let ns = Some(text_at(ws, "/metadata/namespace"));
         match owned.as_slice() {
             [] => match ctx.store.create(k, ns, desired, false) {
                 Ok(o) => Owned::Found(o),
@@ -100,7 +101,7 @@ impl WorkspaceController {
                 if template::updated(kind_name, &desired, found).is_none() {
                     return Owned::Found(found.clone());
                 }
-                let name = str_at(found, "/metadata/name");
+                let name = text_at(found, "/metadata/name");
                 let written = ctx.store.modify(k, ns, name, false, false, |cur| {
                     Ok(template::updated(kind_name, &desired, cur).unwrap_or_else(|| cur.clone()))
                 });

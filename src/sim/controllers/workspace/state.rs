@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::template::CONTAINER;
 use crate::platform::crd::WorkspaceState;
+use crate::sim::json::str_at;
 
 pub const MSG_PAUSED: &str = "Workspace is paused";
 pub const MSG_PENDING: &str = "Workspace is pending";
@@ -38,10 +39,6 @@ impl Derived {
             pending: false,
         }
     }
-}
-
-fn str_at<'a>(v: &'a Value, ptr: &str) -> Option<&'a str> {
-    v.pointer(ptr).and_then(Value::as_str)
 }
 
 fn condition<'a>(pod: &'a Value, type_: &str) -> Option<&'a Value> {

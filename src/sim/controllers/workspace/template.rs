@@ -3,6 +3,7 @@
 //! ServiceAccount, the StatefulSet with its pod template, and the Service. Pure: JSON in,
 //! JSON out, so every rule here is unit-tested without a store.
 
+use crate::sim::json::text_at;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
@@ -39,10 +40,6 @@ pub enum TemplateError {
     DuplicatePort { port: i64 },
     #[error("failed to render extraEnv {name:?}: {reason}")]
     Render { name: String, reason: String },
-}
-
-fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
-    v.pointer(ptr).and_then(Value::as_str).unwrap_or("")
 }
 
 /// A selected option (`imageConfig` or `podConfig`): the value in use and where its
@@ -90,7 +87,7 @@ pub fn select_option<'a>(
         .and_then(Value::as_array)
         .map(|a| a.iter().collect())
         .unwrap_or_default();
-    let by_id = |id: &str| values.iter().copied().find(|v| str_at(v, "/id") == id);
+    let by_id = |id: &str| values.iter().copied().find(|v| text_at(v, "/id") == id);
     let current = by_id(id).ok_or_else(|| TemplateError::OptionNotFound {
         option,
         id: id.to_string(),
@@ -99,7 +96,7 @@ pub fn select_option<'a>(
     let mut visited = vec![id.to_string()];
     let mut chain = Vec::new();
     while let Some(to) = desired.pointer("/redirect/to").and_then(Value::as_str) {
-        let from = str_at(desired, "/id").to_string();
+        let from = text_at(desired, "/id").to_string();
         if visited.iter().any(|v| v == to) {
             return Err(TemplateError::CircularRedirect { option, id: from });
         }
@@ -114,7 +111,7 @@ pub fn select_option<'a>(
     }
     Ok(Selected {
         current,
-        desired: str_at(desired, "/id").to_string(),
+        desired: text_at(desired, "/id").to_string(),
         redirect_chain: chain,
     })
 }
@@ -154,8 +151,8 @@ pub fn owner_reference(workspace: &Value) -> Value {
     json!({
         "apiVersion": "kubeflow.org/v1beta1",
         "kind": "Workspace",
-        "name": str_at(workspace, "/metadata/name"),
-        "uid": str_at(workspace, "/metadata/uid"),
+        "name": text_at(workspace, "/metadata/name"),
+        "uid": text_at(workspace, "/metadata/uid"),
         "controller": true,
         "blockOwnerDeletion": true,
     })
@@ -181,11 +178,11 @@ fn owned_metadata(
     let mut labels = labels;
     labels.insert(
         WORKSPACE_LABEL.into(),
-        json!(str_at(workspace, "/metadata/name")),
+        json!(text_at(workspace, "/metadata/name")),
     );
     json!({
         name_field.0: name_field.1,
-        "namespace": str_at(workspace, "/metadata/namespace"),
+        "namespace": text_at(workspace, "/metadata/namespace"),
         "labels": labels,
         "ownerReferences": [owner_reference(workspace)],
     })
@@ -193,7 +190,7 @@ fn owned_metadata(
 
 /// The Workspace's ServiceAccount.
 pub fn service_account(workspace: &Value) -> Value {
-    let name = service_account_name(str_at(workspace, "/metadata/name"));
+    let name = service_account_name(text_at(workspace, "/metadata/name"));
     json!({
         "apiVersion": "v1",
         "kind": "ServiceAccount",
@@ -229,7 +226,7 @@ fn image_ports(image: &Selected<'_>) -> Result<Vec<(String, i64)>, TemplateError
         if out.iter().any(|(_, q)| *q == port) {
             return Err(TemplateError::DuplicatePort { port });
         }
-        out.push((str_at(p, "/id").to_string(), port));
+        out.push((text_at(p, "/id").to_string(), port));
     }
     Ok(out)
 }
@@ -285,8 +282,8 @@ fn container_env(
     inputs: &Inputs<'_>,
     ports: &[(String, i64)],
 ) -> Result<Vec<Value>, TemplateError> {
-    let ns = str_at(inputs.workspace, "/metadata/namespace");
-    let ws = str_at(inputs.workspace, "/metadata/name");
+    let ns = text_at(inputs.workspace, "/metadata/namespace");
+    let ws = text_at(inputs.workspace, "/metadata/name");
     let prefix = |id: &str| {
         if ports.iter().any(|(p, _)| p == id) {
             connect_path(ns, ws, id)
@@ -309,7 +306,7 @@ fn container_env(
             .filter(|v| !v.is_empty())
         {
             let rendered = render(v, prefix).map_err(|reason| TemplateError::Render {
-                name: str_at(&e, "/name").to_string(),
+                name: text_at(&e, "/name").to_string(),
                 reason,
             })?;
             e["value"] = json!(rendered);
@@ -348,7 +345,7 @@ fn volumes(workspace: &Value, kind: &Value) -> (Vec<Value>, Vec<Value>) {
             &mut vols,
             &mut mounts,
             json!({"name": HOME_VOLUME, "persistentVolumeClaim": {"claimName": home}}),
-            json!({"name": HOME_VOLUME, "mountPath": str_at(kind, "/spec/podTemplate/volumeMounts/home")}),
+            json!({"name": HOME_VOLUME, "mountPath": text_at(kind, "/spec/podTemplate/volumeMounts/home")}),
         );
     }
     for (i, d) in volumes
@@ -360,8 +357,8 @@ fn volumes(workspace: &Value, kind: &Value) -> (Vec<Value>, Vec<Value>) {
     {
         let name = format!("data-volume-{i}");
         let read_only = d.get("readOnly").and_then(Value::as_bool).unwrap_or(false);
-        let mut claim = json!({"claimName": str_at(d, "/pvcName")});
-        let mut mount = json!({"name": name, "mountPath": str_at(d, "/mountPath")});
+        let mut claim = json!({"claimName": text_at(d, "/pvcName")});
+        let mut mount = json!({"name": name, "mountPath": text_at(d, "/mountPath")});
         if read_only {
             claim["readOnly"] = json!(true);
             mount["readOnly"] = json!(true);
@@ -385,8 +382,8 @@ fn volumes(workspace: &Value, kind: &Value) -> (Vec<Value>, Vec<Value>) {
         add(
             &mut vols,
             &mut mounts,
-            json!({"name": name, "secret": {"secretName": str_at(s, "/secretName"), "defaultMode": mode}}),
-            json!({"name": name, "mountPath": str_at(s, "/mountPath")}),
+            json!({"name": name, "secret": {"secretName": text_at(s, "/secretName"), "defaultMode": mode}}),
+            json!({"name": name, "mountPath": text_at(s, "/mountPath")}),
         );
     }
     let pt = kind
@@ -429,7 +426,7 @@ fn insert_if(map: &mut Map<String, Value>, key: &str, v: Option<&Value>) {
 /// The StatefulSet (`generateName: ws-<name>-`, replicas 1, or 0 when paused).
 pub fn stateful_set(inputs: &Inputs<'_>) -> Result<Value, TemplateError> {
     let ws = inputs.workspace;
-    let ws_name = str_at(ws, "/metadata/name");
+    let ws_name = text_at(ws, "/metadata/name");
     let pt = inputs
         .kind
         .pointer("/spec/podTemplate")
@@ -458,7 +455,7 @@ pub fn stateful_set(inputs: &Inputs<'_>) -> Result<Value, TemplateError> {
         .collect();
     let mut container = Map::new();
     container.insert("name".into(), json!(CONTAINER));
-    container.insert("image".into(), json!(str_at(image_spec, "/image")));
+    container.insert("image".into(), json!(text_at(image_spec, "/image")));
     container.insert(
         "imagePullPolicy".into(),
         json!(
@@ -540,7 +537,7 @@ pub fn stateful_set(inputs: &Inputs<'_>) -> Result<Value, TemplateError> {
 
 /// The ClusterIP Service (`generateName: ws-<name>-`), one port per image port.
 pub fn service(workspace: &Value, image: &Selected<'_>) -> Result<Value, TemplateError> {
-    let ws_name = str_at(workspace, "/metadata/name");
+    let ws_name = text_at(workspace, "/metadata/name");
     let ports: Vec<Value> = image_ports(image)?
         .iter()
         .map(|(_, p)| {

@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::{KIND_FINALIZER, WorkspaceController, str_at};
+use super::{KIND_FINALIZER, WorkspaceController};
 use crate::sim::controllers::{Ctx, Next, kind};
+use crate::sim::json::text_at;
 
 impl WorkspaceController {
     /// Adds the protection finalizer to a kind in use (not to one being deleted).
@@ -19,7 +20,7 @@ impl WorkspaceController {
         if has || wsk.pointer("/metadata/deletionTimestamp").is_some() {
             return;
         }
-        let name = str_at(wsk, "/metadata/name");
+        let name = text_at(wsk, "/metadata/name");
         let _ = ctx
             .store
             .modify(kind("WorkspaceKind"), None, name, false, false, |cur| {
@@ -48,7 +49,7 @@ impl WorkspaceController {
             .store
             .all(kind("Workspace"), None)
             .into_iter()
-            .filter(|w| str_at(w, "/spec/kind") == name)
+            .filter(|w| text_at(w, "/spec/kind") == name)
             .collect();
         let counts = |option: &str| -> Vec<Value> {
             wsk.pointer(&format!("/spec/podTemplate/options/{option}/values"))
@@ -56,10 +57,12 @@ impl WorkspaceController {
                 .into_iter()
                 .flatten()
                 .map(|v| {
-                    let id = str_at(v, "/id");
+                    let id = text_at(v, "/id");
                     let n = users
                         .iter()
-                        .filter(|w| str_at(w, &format!("/spec/podTemplate/options/{option}")) == id)
+                        .filter(|w| {
+                            text_at(w, &format!("/spec/podTemplate/options/{option}")) == id
+                        })
                         .count();
                     json!({"id": id, "workspaces": n})
                 })

@@ -49,7 +49,7 @@ fn redirects_are_followed_and_reported() {
     assert_eq!(s.desired, "v3");
     assert!(s.pending_restart());
     assert_eq!(
-        str_at(s.spec(), "/image"),
+        text_at(s.spec(), "/image"),
         "img:v1",
         "the current option stays in use"
     );
