@@ -21,10 +21,8 @@ use crate::config::Config;
 
 /// The add-on's Deployment (gke-pod-snapshots.md §5).
 pub const ADDON: (&str, &str) = ("kubeflow-workspaces", "gke-workspace-snapshot-addon");
-/// The storage config the add-on uses by default.
-pub const STORAGE_CONFIG: &str = "kubeflow-pod-snapshot-storage-config";
-/// The annotation that enables snapshots on a WorkspaceKind or Workspace.
-pub const SNAPSHOT_ENABLED: &str = "podsnapshot.gke.kubeflow.org/enabled";
+pub use super::names::SNAPSHOT_ENABLED;
+pub use super::names::STORAGE_CONFIG;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]

@@ -12,8 +12,8 @@ use super::idempotent;
 use super::ledger::Ledger;
 use super::wait::{self, WaitError, WaitFor};
 
-pub const GPU: &str = "nvidia.com/gpu";
-pub const ACCELERATOR_LABEL: &str = "cloud.google.com/gke-accelerator";
+pub use super::names::ACCELERATOR_LABEL;
+pub use super::names::GPU_RESOURCE as GPU;
 /// The well-known node label a probe pins itself to one node with.
 pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 /// The ResourceQuota a squeeze creates.

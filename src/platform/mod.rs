@@ -11,6 +11,7 @@ pub mod idempotent;
 pub mod idle;
 pub mod janitor;
 pub mod ledger;
+pub mod names;
 pub mod options;
 pub mod ownership;
 pub mod pause;

@@ -24,8 +24,7 @@ use serde_json::Value;
 
 use super::crd::{WorkspaceKind, WorkspaceKindSpec};
 
-/// The resource a GPU option asks for in its limits.
-pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
+pub use super::names::GPU_RESOURCE;
 
 /// Options the kind refuses, or a kind that cannot be read.
 #[derive(Debug, thiserror::Error)]

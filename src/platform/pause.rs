@@ -18,8 +18,7 @@ use super::snapshots;
 use super::wait::{self, WaitError, WaitFor};
 use super::workspace as ws;
 
-/// The add-on's annotation that says where a pause stands (`Checkpointing`, `Ready` ...).
-pub const CHECKPOINT_STATE: &str = "podsnapshot.gke.kubeflow.org/checkpoint-state";
+pub use super::names::CHECKPOINT_STATE;
 /// How long to look again at a failed trigger that belongs to no pause in progress (one an
 /// earlier pause left, about to be replaced).
 const STALE_TRIGGER_RECHECK: Duration = Duration::from_secs(1);

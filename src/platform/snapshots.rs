@@ -7,10 +7,8 @@ use kube::api::{Api, DeleteParams, ListParams};
 use super::crd::PodSnapshot;
 use crate::verdict::{ConditionEvidence, EventEvidence};
 
-/// The label on every PodSnapshot a manual trigger produced.
-pub const TRIGGERED_BY: &str = "gke-pod-snapshot-triggered-by";
-/// The event reason of a restore.
-pub const RESTORE_EVENT: &str = "GKEPodSnapshotting";
+pub use super::names::RESTORE_EVENT;
+pub use super::names::TRIGGERED_BY;
 
 /// The trigger the add-on creates for a workspace.
 pub fn trigger_name(workspace: &str) -> String {
@@ -159,7 +157,7 @@ pub fn pod_restored(pod: &Pod) -> Option<ConditionEvidence> {
         .conditions
         .as_ref()?
         .iter()
-        .find(|c| c.type_ == "PodRestored")?;
+        .find(|c| c.type_ == super::names::POD_RESTORED)?;
     Some(ConditionEvidence {
         status: c.status.clone(),
         reason: c.reason.clone(),

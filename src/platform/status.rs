@@ -5,8 +5,7 @@
 use super::crd::{PodSnapshot, Workspace, WorkspaceState};
 use super::snapshots;
 
-/// The GKE Workspaces add-on's checkpoint state annotation.
-pub const CHECKPOINT_STATE: &str = "podsnapshot.gke.kubeflow.org/checkpoint-state";
+pub use super::names::CHECKPOINT_STATE;
 
 /// One row of `wsgate status`.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,8 +9,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::config::TargetConfig;
 
-/// The label a namespace must carry before wsgate runs destructive steps in it.
-pub const OPT_IN_LABEL: &str = "wsgate.dev/test-namespace";
+pub use super::names::OPT_IN_LABEL;
 
 /// Why a target could not be used. Every variant maps to exit code 3 (`TARGET`).
 #[derive(Debug, thiserror::Error)]

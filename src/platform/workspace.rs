@@ -12,8 +12,7 @@ use super::crd::{Workspace, WorkspaceState};
 use super::idempotent;
 use super::ledger::Ledger;
 
-/// The label the Kubeflow controller puts on every object it creates for a workspace.
-pub const WORKSPACE_LABEL: &str = "notebooks.kubeflow.org/workspace-name";
+pub use super::names::WORKSPACE_LABEL;
 /// The Secret (and key) the simulated runtime reads the Jupyter token from.
 pub const TOKEN_SECRET: (&str, &str) = ("jupyter-token", "token");
 /// The Jupyter port id of the WorkspaceKinds wsgate uses.

@@ -11,10 +11,8 @@ use super::kinds;
 use super::profile::SimProfile;
 use super::store::Store;
 
-/// The annotation that enables pause/resume through Pod Snapshots (GKE Workspaces add-on).
-pub const SNAPSHOT_ENABLED: &str = "podsnapshot.gke.kubeflow.org/enabled";
-/// The storage config the add-on uses by default.
-pub const STORAGE_CONFIG: &str = "kubeflow-pod-snapshot-storage-config";
+pub use crate::platform::names::SNAPSHOT_ENABLED;
+pub use crate::platform::names::STORAGE_CONFIG;
 /// Node annotation with the NVIDIA driver version (restore compatibility).
 pub const DRIVER_ANNOTATION: &str = "sim.wsgate.dev/nvidia-driver-version";
 
@@ -40,7 +38,7 @@ pub fn nodes(profile: &SimProfile) -> Vec<Value> {
                 "node.kubernetes.io/instance-type": pool.machine_type,
             });
             if let Some(acc) = &pool.accelerator {
-                labels["cloud.google.com/gke-accelerator"] = json!(acc);
+                labels[crate::platform::names::ACCELERATOR_LABEL] = json!(acc);
             }
             if pool.gvisor {
                 labels["sandbox.gke.io/runtime"] = json!("gvisor");

@@ -22,8 +22,7 @@ use super::store::Store;
 use super::tls;
 use super::truth::Truth;
 
-/// The label that opts a namespace into destructive test steps.
-pub const TEST_NAMESPACE_LABEL: &str = "wsgate.dev/test-namespace";
+pub use crate::platform::names::OPT_IN_LABEL as TEST_NAMESPACE_LABEL;
 /// The namespace the simulator seeds for tests (carrying the opt-in label).
 pub const TEST_NAMESPACE: &str = "wsgate-test";
 /// The context name in the kubeconfig the simulator writes.

@@ -43,8 +43,7 @@ pub use restore::{RestorePlan, distilled_spec_hash, restore_plan, restore_plan_a
 pub const PS_NAME: &str = "podsnapshot.gke.io/ps-name";
 /// The PodSnapshot annotation naming the pod it was taken from (v1).
 pub const ORIGIN_POD: &str = "podsnapshot.gke.io/origin-pod";
-/// The PodSnapshot label naming the manual trigger that produced it.
-pub const TRIGGERED_BY: &str = "gke-pod-snapshot-triggered-by";
+pub use crate::platform::names::TRIGGERED_BY;
 /// The finalizer that deletes a snapshot's bucket objects.
 pub const FINALIZER: &str = "podsnapshot.gke.io/podsnapshot-finalizer";
 /// The label GKE adds to a trigger: the node of the target pod.
@@ -452,7 +451,7 @@ impl Agent {
         let node_name = str_at(&pod, "/spec/nodeName").unwrap_or("").to_string();
         let node = ctx.store.find(kind("Node"), None, &node_name);
         let node_label = |k: &str| node.as_deref().and_then(|n| label(n, k)).unwrap_or("");
-        let gpu_model = node_label("cloud.google.com/gke-accelerator").to_string();
+        let gpu_model = node_label(crate::platform::names::ACCELERATOR_LABEL).to_string();
         let machine_series = node_label("cloud.google.com/machine-family").to_string();
         let driver = node
             .as_deref()

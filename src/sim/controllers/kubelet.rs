@@ -156,7 +156,7 @@ impl Kubelet {
                 let mut c = cur.clone();
                 set_condition(
                     &mut c,
-                    "PodRestored",
+                    names::POD_RESTORED,
                     "True",
                     Some("Restored"),
                     Some(&message),
@@ -351,7 +351,7 @@ impl Reconciler for Kubelet {
                         ctx,
                         &pod,
                         "Normal",
-                        "GKEPodSnapshotting",
+                        names::RESTORE_EVENT,
                         &format!(
                             "Successfully restored the pod from PodSnapshot {}/{}",
                             key.namespace, plan.snapshot_name
@@ -651,8 +651,8 @@ fn start_failure_message(error: &str) -> String {
     out
 }
 
-/// The label every workspace pod carries.
-pub const WORKSPACE_LABEL: &str = "notebooks.kubeflow.org/workspace-name";
+use crate::platform::names;
+pub use crate::platform::names::WORKSPACE_LABEL;
 
 fn is_workspace_pod(pod: &Value) -> bool {
     pod.pointer("/metadata/labels")

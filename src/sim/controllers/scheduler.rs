@@ -13,7 +13,7 @@ use crate::sim::store::Event;
 use crate::sim::store::meta::now_rfc3339;
 use crate::sim::truth::Transition;
 
-pub const GPU: &str = "nvidia.com/gpu";
+pub use crate::platform::names::GPU_RESOURCE as GPU;
 /// Node annotation counting GPUs that stay allocated with no pod (fault `gpu-not-released`).
 pub const LEAKED_GPUS: &str = "sim.wsgate.dev/leaked-gpus";
 

@@ -37,7 +37,7 @@ use crate::sim::store::Lister;
 
 /// `podsnapshot.gke.kubeflow.org/checkpoint-state`: `Checkpointing`, `Ready` or `Restoring`
 /// (upstream `snapshot.go` has no other state).
-pub const CHECKPOINT_STATE: &str = "podsnapshot.gke.kubeflow.org/checkpoint-state";
+pub use crate::platform::names::CHECKPOINT_STATE;
 /// When the webhook caught the pause: RFC 3339 in UTC, whole seconds (`2026-01-02T15:04:05Z`).
 /// The add-on's trigger carries the same stamp, which is how a trigger left from an earlier
 /// pause is told apart.

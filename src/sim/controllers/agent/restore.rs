@@ -127,7 +127,7 @@ fn incompatibility_with(
     if recorded(SPEC_HASH) != distilled_spec_hash(pod) {
         return Some("the distilled pod-spec hash differs".into());
     }
-    let node_model = label(node, "cloud.google.com/gke-accelerator").unwrap_or("");
+    let node_model = label(node, crate::platform::names::ACCELERATOR_LABEL).unwrap_or("");
     let mismatch = faults
         && (fault_for_pod(ctx, pod, Fault::GpuModelMismatch)
             || fault_on(ctx, Fault::GpuModelMismatch, &[snapshot]));

@@ -7,8 +7,7 @@ use crate::sim::json::text_at;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-/// The label on every owned object and the pod, naming the Workspace.
-pub const WORKSPACE_LABEL: &str = "notebooks.kubeflow.org/workspace-name";
+pub use crate::platform::names::WORKSPACE_LABEL;
 /// The second selector label of the StatefulSet and Service.
 pub const SELECTOR_LABEL: &str = "statefulset";
 /// The single container of a workspace pod.
