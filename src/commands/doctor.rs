@@ -1,30 +1,11 @@
 //! `wsgate doctor`: checks a target's prerequisites and prints a table with fixes. Against
 //! the embedded simulator (the default target) it checks the simulator, as a demonstration.
 
-use std::path::PathBuf;
-
-use clap::Args;
-
 use super::CommandError;
-use crate::cli::TargetArgs;
+use crate::cli::doctor::DoctorArgs;
 use crate::config::TargetKind;
 use crate::platform::doctor::{self, Status};
 use crate::platform::target;
-
-#[derive(Debug, Clone, Args)]
-pub struct DoctorArgs {
-    #[command(flatten)]
-    pub target: TargetArgs,
-    /// Profile file layered over the embedded defaults (the WorkspaceKind and options to check)
-    #[arg(long, value_name = "FILE", env = "WSGATE_PROFILE")]
-    pub profile: Option<PathBuf>,
-    /// Override one config key, e.g. --set workspace.kind=NAME (repeatable)
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    pub set: Vec<String>,
-    /// Print the checks as JSON
-    #[arg(long)]
-    pub json: bool,
-}
 
 pub async fn doctor(args: DoctorArgs) -> Result<i32, CommandError> {
     let cfg = super::load_config(&args.target, args.profile.as_deref(), None, &args.set)?.config;

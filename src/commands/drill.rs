@@ -3,55 +3,12 @@
 //! workspaces running real Jupyter servers; on a cluster the namespace is held to M GPUs
 //! with a ResourceQuota.
 
-use std::path::PathBuf;
-
-use clap::Args;
-
 use super::CommandError;
-use crate::cli::TargetArgs;
+use crate::cli::drill::DrillArgs;
 use crate::config::TargetKind;
 use crate::drill::{self, DrillPlan};
 use crate::platform::ledger::{self, CleanupOutcome, Ledger};
 use crate::platform::target;
-
-#[derive(Debug, Clone, Args)]
-pub struct DrillArgs {
-    #[command(flatten)]
-    pub target: TargetArgs,
-    /// N: workspaces paused, then resumed at the same moment (at most 5000)
-    #[arg(
-        allow_negative_numbers = true,
-        long,
-        value_name = "N",
-        default_value_t = 6
-    )]
-    pub workspaces: usize,
-    /// M: the GPUs they compete for (fewer than N)
-    #[arg(
-        allow_negative_numbers = true,
-        long,
-        value_name = "M",
-        default_value_t = 2
-    )]
-    pub gpus: u32,
-    /// How many workspaces get the full kernel check (marker, model, files)
-    #[arg(
-        allow_negative_numbers = true,
-        long,
-        value_name = "K",
-        default_value_t = 1
-    )]
-    pub sample: usize,
-    /// Profile file layered over the embedded defaults (budgets, workspace options)
-    #[arg(long, value_name = "FILE", env = "WSGATE_PROFILE")]
-    pub profile: Option<PathBuf>,
-    /// Override one config key, e.g. --set budgets.drill_resume=3600 (repeatable)
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    pub set: Vec<String>,
-    /// Where the drill writes its report (reports/<run-id>/drill.json)
-    #[arg(long, value_name = "DIR")]
-    pub reports: Option<PathBuf>,
-}
 
 /// The most workspaces one drill takes (`--workspaces`): a bound on what it creates in the
 /// namespace and on the harness's memory; a thousand is the size the drill benchmark runs.

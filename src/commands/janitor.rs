@@ -2,25 +2,11 @@
 //! objects of one run (`--run-id`), or every object whose expiry has passed; likewise the
 //! squeeze taints on nodes (`squeeze.method = \"taint\"`), whose value names run and expiry.
 
-use clap::Args;
-
 use super::CommandError;
-use crate::cli::TargetArgs;
+use crate::cli::janitor::JanitorArgs;
 use crate::config::{self, LoadRequest, TargetKind};
 use crate::platform::janitor::{self, Selection};
 use crate::platform::target;
-
-#[derive(Debug, Clone, Args)]
-pub struct JanitorArgs {
-    #[command(flatten)]
-    pub target: TargetArgs,
-    /// Remove everything of this run (default: everything whose expiry has passed)
-    #[arg(long, value_name = "ID", allow_hyphen_values = true)]
-    pub run_id: Option<String>,
-    /// List what would be removed; remove nothing
-    #[arg(long)]
-    pub dry_run: bool,
-}
 
 pub async fn janitor(args: JanitorArgs) -> Result<i32, CommandError> {
     let resolved = config::load(&LoadRequest {

@@ -1,6 +1,13 @@
 //! Command-line definitions (clap). Parsing only: `main.rs` maps each command to the code
 //! that runs it and every error to an exit code (see [`crate::exit_code`]).
 
+pub mod cost;
+pub mod doctor;
+pub mod drill;
+pub mod gate;
+pub mod janitor;
+pub mod report;
+
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -37,19 +44,19 @@ pub enum Command {
     /// Mark a Jupyter kernel's process and later check whether it came back
     Probe(ProbeArgs),
     /// Release gate across an upgrade: prepare before it, verify after it
-    Gate(crate::commands::gate::GateArgs),
+    Gate(gate::GateArgs),
     /// Capacity-contention drill: N paused workspaces resume on M < N GPUs
-    Drill(crate::commands::drill::DrillArgs),
+    Drill(drill::DrillArgs),
     /// Workspaces in plain words: ready, paused, waiting for a GPU, restoring, error
     Status(StatusArgs),
     /// Check a target's prerequisites (CRDs, add-on, GPU pool, RBAC) and print fixes
-    Doctor(crate::commands::doctor::DoctorArgs),
+    Doctor(doctor::DoctorArgs),
     /// Remove objects that earlier wsgate runs left behind (expired or by run id)
-    Janitor(crate::commands::janitor::JanitorArgs),
+    Janitor(janitor::JanitorArgs),
     /// GPU-hour accounting and idle-threshold break-even from JSON reports
-    Cost(crate::commands::cost::CostArgs),
+    Cost(cost::CostArgs),
     /// Re-render Markdown and HTML from a JSON report, or compare two reports
-    Report(crate::commands::report::ReportArgs),
+    Report(report::ReportArgs),
 }
 
 impl Command {
