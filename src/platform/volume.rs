@@ -39,16 +39,23 @@ pub enum VolumeError {
     Failed { pod: String, message: String },
     #[error("pods/exec into pod {pod}: cannot read its answer: {line:?}")]
     Garbled { pod: String, line: String },
+    /// A path that could leave the home directory (absolute, or with `..`): refused before
+    /// anything runs.
+    #[error("file {path:?} is not a path inside the home directory")]
+    Path { path: String },
 }
 
 /// Prints, for each path argument (relative to `$HOME`), one line: its index, then
-/// `present <sha256> <bytes>`, `missing` or `unreadable`. Paths travel as arguments, never
-/// inside the script, so no file name can change what runs.
+/// `present <sha256> <bytes>`, `missing`, or `unreadable` (not a regular file, or not
+/// readable). Paths travel as arguments, never inside the script, so no file name can
+/// change what runs; only regular files are read, so a FIFO or a device cannot hold it.
 const SCRIPT: &str = r#"cd "$HOME" || exit 97
+command -v sha256sum >/dev/null 2>&1 || { echo "the image has no sha256sum" >&2; exit 98; }
 i=0
 for f in "$@"; do
-  if [ ! -e "$f" ]; then echo "$i missing"
-  elif h=$(sha256sum < "$f") && n=$(wc -c < "$f"); then echo "$i present ${h%% *} $n"
+  if [ ! -e "$f" ] && [ ! -L "$f" ]; then echo "$i missing"
+  elif [ -L "$f" ] || [ ! -f "$f" ]; then echo "$i unreadable"
+  elif h=$(sha256sum < "$f") && n=$(wc -c < "$f"); then echo "$i present ${h%% *} $((n))"
   else echo "$i unreadable"
   fi
   i=$((i+1))
@@ -71,6 +78,9 @@ pub async fn file_checksums(
         .and_then(|s| s.containers.first())
         .map(|c| c.name.clone())
         .ok_or(VolumeError::NoContainer)?;
+    if let Some(bad) = files.values().find(|p| !inside_home(p)) {
+        return Err(VolumeError::Path { path: bad.clone() });
+    }
     let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let (names, paths): (Vec<&String>, Vec<&String>) = files.iter().unzip();
     let mut command = vec!["sh", "-c", SCRIPT, "wsgate-files"];
@@ -94,8 +104,9 @@ pub async fn file_checksums(
         let mut err = String::new();
         let (mut stdout, mut stderr) = (attached.stdout(), attached.stderr());
         let read_out = async {
-            if let Some(s) = stdout.as_mut() {
-                let _ = s.read_to_string(&mut out).await;
+            match stdout.as_mut() {
+                Some(s) => s.read_to_string(&mut out).await.map(drop),
+                None => Ok(()),
             }
         };
         let read_err = async {
@@ -103,19 +114,26 @@ pub async fn file_checksums(
                 let _ = s.read_to_string(&mut err).await;
             }
         };
-        tokio::join!(read_out, read_err);
+        let (read, ()) = tokio::join!(read_out, read_err);
+        let failed = |message: String| VolumeError::Failed {
+            pod: name.clone(),
+            message,
+        };
+        read.map_err(|e| failed(format!("cannot read its output: {e}")))?;
         let status = match attached.take_status() {
             Some(s) => s.await,
             None => None,
         };
-        if let Some(st) = status.filter(|s| s.status.as_deref() != Some("Success")) {
-            let message = st.message.unwrap_or_default();
-            return Err(VolumeError::Failed {
-                pod: name.clone(),
-                message: format!("{message} {}", err.trim()).trim().to_owned(),
-            });
+        match status {
+            Some(st) if st.status.as_deref() == Some("Success") => Ok(out),
+            Some(st) => {
+                let message = st.message.unwrap_or_default();
+                Err(failed(
+                    format!("{message} {}", err.trim()).trim().to_owned(),
+                ))
+            }
+            None => Err(failed("the stream ended without a final status".to_owned())),
         }
-        Ok(out)
     };
     let out = tokio::time::timeout(limit, run)
         .await
@@ -127,32 +145,45 @@ pub async fn file_checksums(
     parse(&out, &names).map_err(|line| VolumeError::Garbled { pod: name, line })
 }
 
-/// The script's lines, back to file names; `Err` is the first line that does not parse.
+/// Whether `path` stays inside the directory it is relative to: not absolute, no `..`.
+fn inside_home(path: &str) -> bool {
+    !path.is_empty() && !path.starts_with('/') && !path.split('/').any(|part| part == "..")
+}
+
+/// The script's lines, back to file names: exactly one line per file, in order; `Err` is
+/// the first line that does not fit (or a note of what is missing).
 fn parse(out: &str, names: &[&String]) -> Result<BTreeMap<String, FileState>, String> {
     let mut files = BTreeMap::new();
-    for line in out.lines() {
-        let mut words = line.split(' ');
-        let index: Option<usize> = words.next().and_then(|i| i.parse().ok());
-        let Some(name) = index.and_then(|i| names.get(i)) else {
-            return Err(line.to_owned());
-        };
-        let state = match (words.next(), words.next(), words.next()) {
-            (Some("missing"), None, None) => FileState::Missing,
-            (Some("unreadable"), None, None) => FileState::Unreadable {
-                reason: "not readable in the container".to_owned(),
+    let lines: Vec<&str> = out.lines().collect();
+    if lines.len() != names.len() {
+        return Err(format!(
+            "{} line(s) for {} file(s): {out:?}",
+            lines.len(),
+            names.len()
+        ));
+    }
+    for (i, (line, name)) in lines.iter().zip(names).enumerate() {
+        let mut words = line.split_whitespace();
+        if words.next() != Some(i.to_string().as_str()) {
+            return Err((*line).to_owned());
+        }
+        let state = match (words.next(), words.next(), words.next(), words.next()) {
+            (Some("missing"), None, None, None) => FileState::Missing,
+            (Some("unreadable"), None, None, None) => FileState::Unreadable {
+                reason: "not a regular file readable in the container".to_owned(),
             },
-            (Some("present"), Some(sha), Some(size))
+            (Some("present"), Some(sha), Some(size), None)
                 if sha.len() == 64 && sha.bytes().all(|b| b.is_ascii_hexdigit()) =>
             {
                 let Ok(size) = size.parse() else {
-                    return Err(line.to_owned());
+                    return Err((*line).to_owned());
                 };
                 FileState::Present {
                     sha256: sha.to_owned(),
                     size,
                 }
             }
-            _ => return Err(line.to_owned()),
+            _ => return Err((*line).to_owned()),
         };
         files.insert((*name).clone(), state);
     }
@@ -184,15 +215,28 @@ mod tests {
         assert_eq!(files["checkpoint"], FileState::Missing);
         assert!(matches!(files["output"], FileState::Unreadable { .. }));
         for bad in [
-            "3 missing",
-            "x missing",
-            "0 present abc 12",
-            "0 present {sha} twelve",
-            "0 gone",
-            "0 missing extra",
+            "3 missing\n1 missing\n2 missing",
+            "x missing\n1 missing\n2 missing",
+            "0 present abc 12\n1 missing\n2 missing",
+            "0 present {sha} twelve\n1 missing\n2 missing",
+            "0 gone\n1 missing\n2 missing",
+            "0 missing extra\n1 missing\n2 missing",
+            "1 missing\n0 missing\n2 missing",
+            "0 missing\n0 missing\n2 missing",
         ] {
             let bad = bad.replace("{sha}", &sha);
-            assert_eq!(parse(&bad, &names), Err(bad.clone()), "{bad}");
+            assert!(parse(&bad, &names).is_err(), "{bad}");
+        }
+        // Short or empty output is not "nothing there".
+        assert!(parse("", &names).is_err());
+        assert!(parse("0 missing\n1 missing\n", &names).is_err());
+    }
+
+    #[test]
+    fn only_paths_inside_the_home_directory_are_read() {
+        assert!(inside_home("wsgate-probe/r1/input.npy"));
+        for bad in ["", "/etc/shadow", "../x", "a/../../b", "a/.."] {
+            assert!(!inside_home(bad), "{bad}");
         }
     }
 }

@@ -223,10 +223,34 @@ fn judge_files(
         return FilesState::NotApplicable;
     }
 
+    let kernel_files = after.kernel.as_ref().map(|k| &k.files);
+    let server_files = after.files_via_server.as_ref();
+    // A volume read that finds none of the files while the kernel or the server finds one
+    // unchanged looked in the wrong place (the kernel's working directory is not `$HOME`
+    // in this image): not evidence of a loss.
+    let volume = platform.files.as_ref().filter(|volume| {
+        let none_there = baseline
+            .keys()
+            .all(|f| matches!(volume.get(*f), Some(FileState::Missing)));
+        let seen_elsewhere = baseline.iter().any(|(f, sha)| {
+            [kernel_files, server_files].into_iter().flatten().any(|src| {
+                matches!(src.get(*f), Some(FileState::Present { sha256, .. }) if sha256 == *sha)
+            })
+        });
+        let blind = none_there && seen_elsewhere;
+        if blind {
+            lines.push(
+                "files on the volume: none found in $HOME through pods/exec although the \
+                 kernel sees them (its working directory is elsewhere in this image): not counted"
+                    .to_owned(),
+            );
+        }
+        !blind
+    });
     let sources: Vec<(&str, &BTreeMap<String, FileState>)> = [
-        ("kernel", after.kernel.as_ref().map(|k| &k.files)),
-        ("Contents API", after.files_via_server.as_ref()),
-        ("volume", platform.files.as_ref()),
+        ("kernel", kernel_files),
+        ("Contents API", server_files),
+        ("volume", volume),
     ]
     .into_iter()
     .filter_map(|(name, files)| files.filter(|f| !f.is_empty()).map(|f| (name, f)))

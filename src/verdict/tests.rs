@@ -492,6 +492,33 @@ fn the_volume_view_from_the_platform_counts_as_a_source() {
     );
 }
 
+/// A volume read that finds none of the files the kernel finds unchanged looked in the
+/// wrong directory: said, not counted, and the restore stays Restored. When the kernel
+/// finds them gone too, the volume's word counts.
+#[test]
+fn a_volume_that_finds_nothing_where_the_kernel_finds_everything_is_not_counted() {
+    let mut platform = gke_restored("snap-1");
+    platform.files = Some(files(&[
+        ("input", FileState::Missing),
+        ("checkpoint", FileState::Missing),
+        ("output", FileState::Missing),
+    ]));
+    let v = decide(&before(), &restored_after(), &platform);
+    assert_eq!(v.kind, VerdictKind::Restored, "{v}");
+    assert!(
+        v.decided_by
+            .iter()
+            .any(|l| l.starts_with("files on the volume: none found in $HOME")),
+        "{v}"
+    );
+    // One file really gone on the volume while the others are there: a loss.
+    let mut one_gone = intact_files();
+    one_gone.insert("input".to_owned(), FileState::Missing);
+    platform.files = Some(one_gone);
+    let v = decide(&before(), &restored_after(), &platform);
+    assert_eq!(v.kind, VerdictKind::FilesLost, "{v}");
+}
+
 /// The volume could not be read through pods/exec: said, and the other sources decide.
 #[test]
 fn a_volume_that_could_not_be_read_is_said_and_the_other_sources_decide() {
