@@ -114,6 +114,14 @@ mod tests {
     }
 }
 
+/// An error in one line: its text and each cause under it ([`causes`]), joined by `: `.
+pub fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
+    std::iter::once(e.to_string())
+        .chain(causes(e))
+        .collect::<Vec<_>>()
+        .join(": ")
+}
+
 /// The causes under an error, each said once and in words: kube repeats the API's message
 /// in its own text and then prints the whole `Status` struct, so an API refusal is said as
 /// its message with the HTTP code and reason, and a cause whose words are already said by

@@ -36,8 +36,6 @@ pub struct WsWorld {
     pub verdict: Option<Verdict>,
     /// The most pods the workspace had at once while waiting (restore attempts).
     pub max_pods_seen: usize,
-    /// The Workspace watch started at the pause, seeing when it turns `Checkpointing`.
-    pub checkpoint_watch: Option<crate::platform::pause::CheckpointWatch>,
     /// What the scenario did, line by line, for the report's system-out.
     pub log: Vec<String>,
     /// The release gate's state file, once prepared.
@@ -79,7 +77,6 @@ impl WsWorld {
             after: None,
             verdict: None,
             max_pods_seen: 0,
-            checkpoint_watch: None,
             log: Vec::new(),
             gate_state: None,
             gate_outcome: None,
@@ -189,6 +186,12 @@ impl WsWorld {
             format!("unknown budget {name:?}: see [budgets] in `wsgate run --dry-run`")
         })
     }
+}
+
+/// A step's message for an error: its text and each cause under it, said once
+/// (`cannot list the PodSnapshots of workspace ns/ws: forbidden (HTTP 403 Forbidden)`).
+pub fn said(e: &(dyn std::error::Error + 'static)) -> String {
+    crate::output::one_line(e)
 }
 
 fn no_workspace() -> String {

@@ -135,14 +135,8 @@ pub async fn drill(args: DrillArgs) -> Result<i32, CommandError> {
     let Some(outcome) = outcome else {
         return Ok(crate::exit_code::INTERRUPTED);
     };
-    let report = outcome.map_err(|e| {
-        // The whole chain: the cause (a 409 naming whose object it is) is what to act on.
-        let mut text = e.to_string();
-        for cause in crate::output::causes(&e) {
-            text.push_str(&format!(": {cause}"));
-        }
-        CommandError::Usage(text)
-    });
+    // The whole chain: the cause (a 409 naming whose object it is) is what to act on.
+    let report = outcome.map_err(|e| CommandError::Usage(crate::output::one_line(&e)));
     let report = match report {
         Ok(r) => r,
         Err(e) => {

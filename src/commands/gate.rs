@@ -129,9 +129,13 @@ async fn verify(args: VerifyArgs) -> Result<i32, CommandError> {
         state.workspace
     ));
     // The token, for the result's redactor (verify removes its Secret when it is done).
-    let token = crate::trial::read_token(&client, &state.namespace)
-        .await
-        .ok();
+    let token = match crate::trial::read_token(&client, &state.namespace).await {
+        Ok(t) => Some(t),
+        Err(e) => {
+            eprintln!("warning: {e}: the result file is written without the token's redaction");
+            None
+        }
+    };
     let verified = tokio::select! {
         r = gate::verify(&client, &cfg, &state, VerifyOptions { keep: args.keep }, &say) => r,
         signal = super::interrupted() => {

@@ -234,7 +234,7 @@ pub async fn run(
     watch.mark_resumed();
     let resumes = prepared
         .iter_mut()
-        .map(|(trial, _)| trial.resume_watched(watch.clone()));
+        .map(|(trial, _)| trial.resume_under(watch.clone()));
     for r in futures::future::join_all(resumes).await {
         r?;
     }
@@ -316,8 +316,8 @@ async fn prepare_one(
         .wait_state(&paused, WorkspaceState::Paused)
         .await
         .map_err(err)?;
-    // A snapshot that cannot be listed is a cold start to come: the verdict will say so.
-    let _ = trial.find_ready_snapshot().await;
+    // The snapshot the resume should restore from: what `PodRestored` must name.
+    trial.find_ready_snapshot().await.map_err(err)?;
     Ok((trial, sampled))
 }
 

@@ -279,10 +279,15 @@ async fn decide(
     let token = read_token(client, ns).await?;
 
     progress(&format!("resuming workspace {ns}/{name}"));
-    let resumed = trial.resume().await?;
+    let resumed = trial
+        .resume_watched(cfg.budgets.resume_to_running.duration())
+        .await?;
     let running = Trial::wait_for(cfg, "resume_to_running", WorkspaceState::Running)?;
-    trial.wait_state(&running, WorkspaceState::Running).await?;
-    let resume_to_running = resumed.instant.elapsed();
+    // Stamped when the Workspace watch saw it Running, not when the wait returned.
+    let resume_to_running = match trial.wait_state(&running, WorkspaceState::Running).await? {
+        Some(seen) => seen.instant.saturating_duration_since(resumed.instant),
+        None => resumed.instant.elapsed(),
+    };
     let pods = trial.pods().await?;
     let attempts = pods.len();
     let restarts = pods

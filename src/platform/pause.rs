@@ -139,20 +139,40 @@ async fn checkpoint_failure(
     }
 }
 
-/// A watch over one Workspace, started just before the pause request, that records when it
-/// was first seen `Checkpointing` (the add-on's `checkpoint-state` annotation): the moment
-/// the pause phase `pause_to_checkpointing` ends, stamped from the watch event that shows it,
-/// not when a later step looks. Stops when dropped.
-pub struct CheckpointWatch {
-    seen: std::sync::Arc<std::sync::Mutex<Option<super::attempts::Seen>>>,
+/// A watch over one Workspace, started just before a pause or resume request, that records
+/// when it was first seen `Checkpointing` (the add-on's `checkpoint-state` annotation) and
+/// first seen in each state: the moments phases end, stamped from the watch event that
+/// shows them, not when a later step looks. Stops when dropped.
+pub struct WorkspaceWatch {
+    seen: std::sync::Arc<std::sync::Mutex<FirstSeen>>,
     task: tokio::task::JoinHandle<()>,
 }
 
-impl CheckpointWatch {
+/// What a [`WorkspaceWatch`] saw first, and when.
+#[derive(Debug, Default)]
+struct FirstSeen {
+    checkpointing: Option<super::attempts::Seen>,
+    states: Vec<(WorkspaceState, super::attempts::Seen)>,
+}
+
+impl FirstSeen {
+    fn record(&mut self, w: &Workspace) {
+        if is_checkpointing(w) {
+            self.checkpointing
+                .get_or_insert_with(super::attempts::Seen::now);
+        }
+        let state = w.status.as_ref().map(|s| s.state).unwrap_or_default();
+        if !self.states.iter().any(|(s, _)| *s == state) {
+            self.states.push((state, super::attempts::Seen::now()));
+        }
+    }
+}
+
+impl WorkspaceWatch {
     /// Starts watching `namespace/name`; returns once the first list is in (within
-    /// `within`, the caller's named budget), so a change after this call is not missed. The
-    /// state the first list shows is not counted: a `Checkpointing` left by an earlier,
-    /// failed pause is not this pause's.
+    /// `within`, the caller's named budget), so a change after this call is not missed. What
+    /// the first list shows is not counted: a `Checkpointing` left by an earlier, failed
+    /// pause is not this pause's, and the state before the request is not its outcome.
     pub async fn start(
         client: &kube::Client,
         namespace: &str,
@@ -163,7 +183,7 @@ impl CheckpointWatch {
         use kube::runtime::{WatchStreamExt, watcher};
 
         let api: Api<Workspace> = Api::namespaced(client.clone(), namespace);
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(FirstSeen::default()));
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<()>();
         let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
         let record = seen.clone();
@@ -172,11 +192,8 @@ impl CheckpointWatch {
             let mut stream = watcher(api, cfg).default_backoff().boxed();
             while let Some(ev) = stream.next().await {
                 match ev {
-                    Ok(watcher::Event::Apply(w)) if is_checkpointing(&w) => {
-                        record
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .get_or_insert_with(super::attempts::Seen::now);
+                    Ok(watcher::Event::Apply(w)) => {
+                        record.lock().unwrap_or_else(|e| e.into_inner()).record(&w);
                     }
                     Ok(watcher::Event::InitDone) => {
                         if let Some(tx) = ready.take() {
@@ -201,11 +218,25 @@ impl CheckpointWatch {
 
     /// When the Workspace was first seen `Checkpointing` since [`Self::start`].
     pub fn checkpointing(&self) -> Option<super::attempts::Seen> {
-        *self.seen.lock().unwrap_or_else(|e| e.into_inner())
+        self.seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .checkpointing
+    }
+
+    /// When the Workspace was first seen in `state` since [`Self::start`].
+    pub fn first(&self, state: WorkspaceState) -> Option<super::attempts::Seen> {
+        self.seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .states
+            .iter()
+            .find(|(s, _)| *s == state)
+            .map(|(_, at)| *at)
     }
 }
 
-impl Drop for CheckpointWatch {
+impl Drop for WorkspaceWatch {
     fn drop(&mut self) {
         self.task.abort();
     }

@@ -37,6 +37,9 @@ pub enum TrialError {
     /// The watch over the workspace's pods during the resume could not start.
     #[error("cannot watch the workspace's pods: {0}")]
     PodWatch(String),
+    /// The watch over the Workspace during a pause or resume could not start.
+    #[error("cannot watch the workspace: {0}")]
+    WorkspaceWatch(String),
     /// The pause left no Ready snapshot: the platform's checkpoint failed.
     #[error("{0}")]
     NoSnapshot(String),
@@ -70,7 +73,8 @@ impl TrialError {
             TrialError::Workspace(_)
             | TrialError::Api { .. }
             | TrialError::Gone(_)
-            | TrialError::PodWatch(_) => TARGET,
+            | TrialError::PodWatch(_)
+            | TrialError::WorkspaceWatch(_) => TARGET,
         }
     }
 }

@@ -81,13 +81,7 @@ impl Trial {
                 let limit = cfg.budgets.cell.duration();
                 match volume::file_checksums(self.client(), &pod, &files, "cell", limit).await {
                     Ok(read) => seen.evidence.files = Some(read),
-                    Err(e) => {
-                        let why = std::iter::once(e.to_string())
-                            .chain(crate::output::causes(&e))
-                            .collect::<Vec<_>>()
-                            .join(": ");
-                        seen.evidence.files_unread = Some(why);
-                    }
+                    Err(e) => seen.evidence.files_unread = Some(crate::output::one_line(&e)),
                 }
             }
         }

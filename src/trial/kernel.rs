@@ -47,24 +47,15 @@ fn say_route_once(route: &Route) {
     }
 }
 
-/// A Jupyter client for the workspace's current (not terminating) pod, reached the way
-/// `session.connect` says ([`crate::platform::forward`]).
-pub async fn jupyter_for(
+/// A Jupyter client for Jupyter in `pod` (the current pod of workspace `namespace/name`),
+/// reached the way `session.connect` says ([`crate::platform::forward`]).
+async fn jupyter_in(
     client: &kube::Client,
     cfg: &Config,
-    namespace: &str,
-    name: &str,
+    pod: &k8s_openapi::api::core::v1::Pod,
+    (namespace, name): (&str, &str),
     token: &Secret,
 ) -> Result<JupyterClient, TrialError> {
-    let pods = ws::pods(client, namespace, name).await?;
-    let pod = pods
-        .iter()
-        .find(|p| p.metadata.deletion_timestamp.is_none())
-        .ok_or_else(|| {
-            TrialError::Gone(format!(
-                "workspace {namespace}/{name} has no running pod to reach Jupyter on"
-            ))
-        })?;
     let api_path = format!("{}api", ws::path_prefix(namespace, name));
     let probe = forward::StatusProbe { path: &api_path };
     let route = forward::route(client, cfg.session.connect, pod, ws::JUPYTER_PORT, probe)
@@ -116,10 +107,16 @@ pub async fn read_token(client: &kube::Client, ns: &str) -> Result<Secret, Trial
 }
 
 impl Trial {
-    /// A Jupyter client for this workspace's current pod.
+    /// A Jupyter client for this workspace's current (not terminating) pod, reached the way
+    /// `session.connect` says.
     pub async fn jupyter(&self, cfg: &Config, token: &Secret) -> Result<JupyterClient, TrialError> {
         let (ns, name) = (&self.workspace.namespace, &self.workspace.name);
-        jupyter_for(self.client(), cfg, ns, name, token).await
+        let pod = self.current_pod().await?.ok_or_else(|| {
+            TrialError::Gone(format!(
+                "workspace {ns}/{name} has no running pod to reach Jupyter on"
+            ))
+        })?;
+        jupyter_in(self.client(), cfg, &pod, (ns, name), token).await
     }
 
     /// Starts a kernel (within `kernel_reachable`), loads the model, stores a new nonce in

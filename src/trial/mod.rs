@@ -15,5 +15,5 @@ mod workspace;
 
 pub use error::TrialError;
 pub use evidence::PlatformSeen;
-pub use kernel::{Marked, jupyter_for, read_token, session_budgets};
+pub use kernel::{Marked, read_token, session_budgets};
 pub use workspace::{Resumed, SnapshotRef, Trial};

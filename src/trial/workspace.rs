@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams};
@@ -14,7 +15,7 @@ use crate::config::Config;
 use crate::platform::attempts::{AttemptWatch, Seen};
 use crate::platform::crd::{PodSnapshot, Workspace, WorkspaceState};
 use crate::platform::ledger::Ledger;
-use crate::platform::pause::{self, PauseError};
+use crate::platform::pause::{self, PauseError, WorkspaceWatch};
 use crate::platform::wait::{self, WaitFor};
 use crate::platform::workspace::{self as ws, NewWorkspace};
 use crate::platform::{idempotent, snapshots};
@@ -53,6 +54,9 @@ pub struct Trial {
     pub snapshot_ready: bool,
     /// The resume, once requested.
     pub resumed: Option<Resumed>,
+    /// The Workspace watch of the last watched pause or resume: when each state was first
+    /// seen after the request.
+    watch: Option<WorkspaceWatch>,
 }
 
 impl Trial {
@@ -108,6 +112,7 @@ impl Trial {
             snapshot: None,
             snapshot_ready: false,
             resumed: None,
+            watch: None,
         }
     }
 
@@ -134,16 +139,21 @@ impl Trial {
 
     /// Waits for `state` within `wf`. A pause waits for the checkpoint too (a failed one
     /// ends the wait with why, a slow one says where the snapshots stood). A Workspace seen
-    /// with another uid is a namesake: the trial stops and leaves it alone.
-    pub async fn wait_state(&self, wf: &WaitFor, state: WorkspaceState) -> Result<(), TrialError> {
+    /// with another uid is a namesake: the trial stops and leaves it alone. Returns when the
+    /// state was first seen, as the watch of a watched pause or resume saw it.
+    pub async fn wait_state(
+        &self,
+        wf: &WaitFor,
+        state: WorkspaceState,
+    ) -> Result<Option<Seen>, TrialError> {
         let (ns, name) = (&self.workspace.namespace, &self.workspace.name);
         let seen = if state == WorkspaceState::Paused {
             match pause::until_paused(&self.client, ns, name, wf).await {
                 Ok(seen) => seen,
                 Err(PauseError::Wait(wait)) => {
-                    let snapshots = match snapshots::of_workspace(&self.client, ns, name).await {
+                    let snapshots = match self.snapshots().await {
                         Ok(snaps) => snapshots::summarize(&snaps),
-                        Err(e) => vec![format!("cannot list them: {e}")],
+                        Err(e) => vec![crate::output::one_line(&e)],
                     };
                     return Err(TrialError::PauseBudget {
                         wait: Box::new(wait),
@@ -164,8 +174,32 @@ impl Trial {
                  trial leaves the namesake alone",
                 self.uid
             ))),
-            _ => Ok(()),
+            _ => Ok(self.watch.as_ref().and_then(|w| w.first(state))),
         }
+    }
+
+    /// When the Workspace was first seen `Checkpointing` after a watched pause.
+    pub fn checkpointing(&self) -> Option<Seen> {
+        self.watch.as_ref().and_then(WorkspaceWatch::checkpointing)
+    }
+
+    /// Starts the Workspace watch that sees what the next request does, within `within`
+    /// for its first list.
+    async fn watch(&mut self, within: Duration) -> Result<(), TrialError> {
+        let (ns, name) = (&self.workspace.namespace, &self.workspace.name);
+        let watch = WorkspaceWatch::start(&self.client, ns, name, within)
+            .await
+            .map_err(TrialError::WorkspaceWatch)?;
+        self.watch = Some(watch);
+        Ok(())
+    }
+
+    /// [`Trial::pause`] under a Workspace watch started first (within `within`), so the
+    /// moments it turns `Checkpointing` and `Paused` are stamped as they are seen. Returns
+    /// when the pause was requested.
+    pub async fn pause_watched(&mut self, within: Duration) -> Result<Seen, TrialError> {
+        self.watch(within).await?;
+        self.pause().await
     }
 
     /// The workspace's pods (normally zero or one).
@@ -187,12 +221,15 @@ impl Trial {
             .find(|p| p.metadata.deletion_timestamp.is_none()))
     }
 
-    /// Requests the pause (once: see [`ws::set_paused`]), after noting the node its pod runs on.
-    pub async fn pause(&mut self) -> Result<(), TrialError> {
+    /// Requests the pause (once: see [`ws::set_paused`]), after noting the node its pod runs
+    /// on. Returns when it was requested.
+    pub async fn pause(&mut self) -> Result<Seen, TrialError> {
         let pods = self.pods().await?;
         self.node_before_pause = pods.iter().find_map(|p| p.spec.as_ref()?.node_name.clone());
         let (ns, name) = (&self.workspace.namespace, &self.workspace.name);
-        Ok(ws::set_paused(&self.client, ns, name, &self.uid, true).await?)
+        let at = Seen::now();
+        ws::set_paused(&self.client, ns, name, &self.uid, true).await?;
+        Ok(at)
     }
 
     /// The workspace's PodSnapshots.
@@ -238,20 +275,40 @@ impl Trial {
 
     /// Requests the resume, with a pod watch of its own started first: every pod of the
     /// workspace from here on is a restore attempt, even one cleaned up before anyone looks.
+    /// Returns when the resume was requested.
     pub async fn resume(&mut self) -> Result<Seen, TrialError> {
-        let watch = AttemptWatch::start(&self.client, &self.workspace.namespace)
-            .await
-            .map_err(TrialError::PodWatch)?;
-        watch.mark_resumed();
-        self.resume_watched(Arc::new(watch)).await
+        let pods = self.attempt_watch().await?;
+        self.resume_under(pods).await
+    }
+
+    /// [`Trial::resume`] under a Workspace watch started first (within `within`), so the
+    /// moment it is Running again is stamped as it is seen.
+    pub async fn resume_watched(&mut self, within: Duration) -> Result<Seen, TrialError> {
+        let pods = self.attempt_watch().await?;
+        self.watch(within).await?;
+        self.request_resume(pods).await
     }
 
     /// Requests the resume under a namespace's pod watch already running (the drill resumes
     /// many workspaces under one, marked resumed by the caller).
-    /// Returns when the resume was requested.
-    pub async fn resume_watched(&mut self, watch: Arc<AttemptWatch>) -> Result<Seen, TrialError> {
+    pub async fn resume_under(&mut self, pods: Arc<AttemptWatch>) -> Result<Seen, TrialError> {
+        // What a pause's watch saw (the state stays Running while it checkpoints) is not
+        // this resume's.
+        self.watch = None;
+        self.request_resume(pods).await
+    }
+
+    async fn attempt_watch(&self) -> Result<Arc<AttemptWatch>, TrialError> {
+        let pods = AttemptWatch::start(&self.client, &self.workspace.namespace)
+            .await
+            .map_err(TrialError::PodWatch)?;
+        pods.mark_resumed();
+        Ok(Arc::new(pods))
+    }
+
+    async fn request_resume(&mut self, pods: Arc<AttemptWatch>) -> Result<Seen, TrialError> {
         let at = Seen::now();
-        self.resumed = Some(Resumed { watch, at });
+        self.resumed = Some(Resumed { watch: pods, at });
         let (ns, name) = (&self.workspace.namespace, &self.workspace.name);
         ws::set_paused(&self.client, ns, name, &self.uid, false).await?;
         Ok(at)

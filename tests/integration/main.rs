@@ -29,3 +29,4 @@ mod sim_platform;
 mod sim_snapshots;
 mod sim_workspace;
 mod squeeze;
+mod trial;

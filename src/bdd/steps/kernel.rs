@@ -3,7 +3,7 @@
 
 use cucumber::{given, then};
 
-use crate::bdd::world::{StepResult, WsWorld};
+use crate::bdd::world::{StepResult, WsWorld, said};
 use crate::timeline::Mark;
 use crate::verdict::FilesState;
 
@@ -24,7 +24,7 @@ async fn mark(w: &mut WsWorld) -> StepResult {
         .trial_mut()?
         .mark(&ctx.config, &ctx.token, label)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| said(&e))?;
     let (kernel, reachable) = (marked.kernel_id.clone(), marked.reachable_at);
     if let Some(at) = reachable {
         w.mark_observed_at(Mark::KernelReachable, at, Some(kernel));
@@ -48,10 +48,10 @@ async fn slow_cells(w: &mut WsWorld, ms: u64) -> StepResult {
     let jc = trial
         .jupyter(&w.ctx.config, &w.ctx.token)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| said(&e))?;
     crate::session::slow_every_cell(&jc, &kernel, std::time::Duration::from_millis(ms), &budgets)
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| said(&e))
 }
 
 /// Collects the evidence after the resume (once) and decides the verdict.
@@ -62,18 +62,16 @@ async fn decide(w: &mut WsWorld) -> StepResult {
     require_kernels(w)?;
     let ctx = w.ctx.clone();
     let trial = w.trial()?;
-    trial.marked().map_err(|e| e.to_string())?;
+    trial.marked().map_err(|e| said(&e))?;
     let (after, stamps) = trial
         .kernel_evidence(&ctx.config, &ctx.token)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| said(&e))?;
     let seen = trial
         .platform_evidence(&ctx.config, true)
         .await
-        .map_err(|e| e.to_string())?;
-    let verdict = trial
-        .decide(&after, &seen.evidence)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| said(&e))?;
+    let verdict = trial.decide(&after, &seen.evidence).map_err(|e| said(&e))?;
     // Stamped where each happened, not now that all the evidence is in.
     for (mark, at) in [
         (Mark::KernelReconnected, stamps.kernel_answered),

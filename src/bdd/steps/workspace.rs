@@ -5,9 +5,8 @@ use cucumber::{given, then, when};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 
-use crate::bdd::world::{StepResult, WsWorld};
+use crate::bdd::world::{StepResult, WsWorld, said};
 use crate::platform::crd::WorkspaceState;
-use crate::platform::pause;
 use crate::platform::wait::{self, WaitFor};
 use crate::platform::workspace as ws;
 use crate::platform::{gpu, snapshots};
@@ -39,7 +38,7 @@ pub(crate) async fn ensure_token(w: &WsWorld) -> StepResult {
         &w.ctx.labels(),
     )
     .await
-    .map_err(|e| e.to_string())
+    .map_err(|e| said(&e))
 }
 
 /// Creates a Workspace of `kind` with podConfig `pod_config` and waits for it to be Running.
@@ -58,7 +57,7 @@ pub(crate) async fn create_running(
     ensure_token(w).await?;
     let trial = Trial::create(&w.ctx.client, &mut w.ledger, new)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| said(&e))?;
     w.mark(Mark::WorkspaceCreated, Some(name));
     w.trial = Some(trial);
     wait_state(w, WorkspaceState::Running, "workspace_running").await
@@ -82,30 +81,38 @@ pub async fn wait_state(w: &mut WsWorld, state: WorkspaceState, budget: &str) ->
     let limit = w.budget(budget)?;
     let wf = WaitFor::new(budget, limit, format!("be {state}"));
     let trial = w.trial()?;
-    trial
-        .wait_state(&wf, state)
-        .await
-        .map_err(|e| e.to_string())?;
+    // When the watch started at the request saw the state, not when this step returned.
+    let seen = trial.wait_state(&wf, state).await.map_err(|e| said(&e))?;
+    let checkpointing = trial.checkpointing();
     let name = trial.workspace.name.clone();
     // Its pod's binding, as the resume's pod watch saw it.
     let bound = trial
         .resumed
         .as_ref()
         .and_then(|r| r.watch.scheduled_seen(&name));
+    let stamp = |w: &mut WsWorld, mark: Mark| match seen {
+        Some(s) => w.mark_observed_at(mark, s.at, None),
+        None => w.mark(mark, None),
+    };
     let resumed = w.timeline.last(Mark::ResumeRequested).is_some();
     match state {
         WorkspaceState::Running if resumed => {
-            w.mark(Mark::WorkspaceResumed, None);
+            stamp(w, Mark::WorkspaceResumed);
             if let Some(s) = bound
                 && w.timeline.last(Mark::PodScheduled).is_none()
             {
                 w.mark_observed_at(Mark::PodScheduled, s.at, None);
             }
         }
-        WorkspaceState::Running => w.mark(Mark::WorkspaceRunning, None),
+        WorkspaceState::Running => stamp(w, Mark::WorkspaceRunning),
         WorkspaceState::Paused => {
-            w.mark(Mark::WorkspacePaused, None);
-            if let Some(s) = w.checkpoint_watch.take().and_then(|c| c.checkpointing()) {
+            stamp(w, Mark::WorkspacePaused);
+            // Once per pause: the last Checkpointing mark is older than the last request.
+            let requested = w.timeline.last(Mark::PauseRequested).map(|o| o.at);
+            let marked = w.timeline.last(Mark::Checkpointing).map(|o| o.at);
+            if let Some(s) = checkpointing
+                && marked.is_none_or(|m| requested.is_some_and(|r| m < r))
+            {
                 w.mark_observed_at(Mark::Checkpointing, s.at, None);
             }
         }
@@ -122,30 +129,29 @@ async fn is_state_within(w: &mut WsWorld, state: String, budget: String) -> Step
 
 #[when(expr = "the workspace is paused")]
 async fn pause(w: &mut WsWorld) -> StepResult {
-    let new = w.ws()?.clone();
-    // Watched from before the request, so the moment it turns Checkpointing is seen.
+    // Watched from before the request, so the moments it turns Checkpointing and Paused
+    // are seen as they happen.
     let within = w.budget("pause_to_paused")?;
-    w.checkpoint_watch = Some(
-        pause::CheckpointWatch::start(&w.ctx.client, &new.namespace, &new.name, within)
-            .await
-            .map_err(|e| format!("cannot watch the workspace (budget `pause_to_paused`): {e}"))?,
-    );
-    w.mark(Mark::PauseRequested, None);
-    w.trial_mut()?.pause().await.map_err(|e| e.to_string())
+    let at = w
+        .trial_mut()?
+        .pause_watched(within)
+        .await
+        .map_err(|e| said(&e))?;
+    w.mark_observed_at(Mark::PauseRequested, at.at, None);
+    Ok(())
 }
 
 #[when(expr = "the workspace is resumed")]
 async fn resume(w: &mut WsWorld) -> StepResult {
     // The snapshot the resume should restore from: the newest Ready one.
     let trial = w.trial_mut()?;
-    trial
-        .find_ready_snapshot()
-        .await
-        .map_err(|e| e.to_string())?;
+    trial.find_ready_snapshot().await.map_err(|e| said(&e))?;
     let expected = trial.snapshot.as_ref().map(|s| s.name.clone());
     // Every pod of the workspace from here on is a restore attempt: the trial watches them
     // all from before the request, so one cleaned up before a later step looks still counts.
-    let at = trial.resume().await.map_err(|e| e.to_string())?;
+    let within = w.budget("resume_to_running")?;
+    let trial = w.trial_mut()?;
+    let at = trial.resume_watched(within).await.map_err(|e| said(&e))?;
     w.mark_observed_at(Mark::ResumeRequested, at.at, expected);
     Ok(())
 }
@@ -155,7 +161,7 @@ async fn no_pod(w: &mut WsWorld) -> StepResult {
     let new = w.ws()?.clone();
     let pods = ws::pods(&w.ctx.client, &new.namespace, &new.name)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| said(&e))?;
     if pods.is_empty() {
         w.mark(Mark::PodGone, None);
         Ok(())
@@ -180,7 +186,7 @@ async fn gpu_free(w: &mut WsWorld, budget: String) -> StepResult {
     // The node's GPU usage comes from the pods bound there; re-read on every pod change.
     let pods: Api<Pod> = Api::all(w.ctx.client.clone());
     loop {
-        let nodes = gpu::nodes(&w.ctx.client).await.map_err(|e| e.to_string())?;
+        let nodes = gpu::nodes(&w.ctx.client).await.map_err(|e| said(&e))?;
         let n = nodes
             .iter()
             .find(|n| n.node == node)
