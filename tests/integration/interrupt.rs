@@ -367,3 +367,90 @@ async fn an_interrupted_gate_prepare_leaves_nothing() {
         "no state for a prepare that did not end"
     );
 }
+
+/// `gate verify` interrupted while it resumes (after a real prepare, on the Jupyter runtime):
+/// the interrupted code, and everything of the gate's run removed by its label, as an
+/// uninterrupted verify without `--keep` would have.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_gate_verify_removes_the_gates_objects() {
+    wsgate::install_crypto_provider();
+    let sim = wsgate::sim::SimHandle::start(wsgate::sim::SimOptions::with_platform())
+        .await
+        .expect("simulator starts");
+    let work = workdir();
+    let kc = work.path().join("kc.yaml");
+    sim.write_kubeconfig(&kc).unwrap();
+    let client = sim.client().await.unwrap();
+    let state = work.path().join("gate.json");
+    let args = |sub: &str| -> Vec<String> {
+        [
+            "gate",
+            sub,
+            "--target",
+            "cluster",
+            "--namespace",
+            NS,
+            "--kubeconfig",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([
+            kc.display().to_string(),
+            "--state".into(),
+            state.display().to_string(),
+        ])
+        .collect()
+    };
+    let prepare = args("prepare");
+    let out = tokio::task::spawn_blocking(move || {
+        let refs: Vec<&str> = prepare.iter().map(String::as_str).collect();
+        crate::common::wsgate(&refs)
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", crate::common::text(&out));
+    assert!(!labelled(&client, LABEL).await.is_empty());
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_wsgate"))
+        .current_dir(work.path())
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .args(args("verify"))
+        .arg("--set")
+        .arg(format!(
+            "reports.dir={}",
+            work.path().join("reports").display()
+        ))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut rx = lines(&mut child);
+    let mut seen = Vec::new();
+    wait_for_line(&mut rx, &mut seen, "resuming workspace").await;
+    signal(&child, libc::SIGTERM);
+    let out = tokio::task::spawn_blocking(move || {
+        crate::common::wait_within(child, crate::common::COMMAND_LIMIT_S, "wsgate gate verify")
+    })
+    .await
+    .unwrap();
+    while let Ok(line) = rx.try_recv() {
+        seen.push(line);
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(wsgate::exit_code::INTERRUPTED),
+        "{}\n{stderr}",
+        seen.join("\n")
+    );
+    assert!(
+        stderr.contains("interrupted; removing what gate"),
+        "{stderr}"
+    );
+    let left = labelled(&client, LABEL).await;
+    assert!(left.is_empty(), "left behind: {left:?}");
+    let left = platform_leftovers(&client).await;
+    assert!(left.is_empty(), "the platform kept: {left:?}");
+    sim.shutdown().await;
+}
