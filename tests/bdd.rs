@@ -170,6 +170,17 @@ fn read_matrix(path: &Path) -> Result<Matrix, String> {
             path.display()
         ));
     }
+    let unspecified: Vec<String> = Fault::ALL
+        .iter()
+        .map(|f| f.name())
+        .filter(|n| !text.contains(&format!("`{n}`")))
+        .collect();
+    if !unspecified.is_empty() {
+        return Err(format!(
+            "{} does not say what a correct harness concludes under {unspecified:?}",
+            path.display()
+        ));
+    }
     Ok(Matrix { runs, per_object })
 }
 
@@ -392,6 +403,24 @@ fn judge(run: &Run, ran: &Ran, names: &BTreeSet<String>) -> Vec<String> {
         problems.push(format!(
             "wsgate run exited {}",
             if success { "0" } else { "non-zero" }
+        ));
+    }
+    // A false restore has its own exit code (README: 14, whatever else failed), and no other
+    // fault may produce one: the platform claiming a restore the kernel does not confirm is
+    // only what `kernel-dies` means.
+    let false_restore = run
+        .fails
+        .iter()
+        .any(|f| f.because.starts_with("FALSE RESTORE"));
+    if false_restore != (ran.code == Some(14)) {
+        problems.push(format!(
+            "wsgate run exited {:?}; the table expects {}",
+            ran.code,
+            if false_restore {
+                "a false restore (exit 14)"
+            } else {
+                "no false restore (not 14)"
+            }
         ));
     }
     problems

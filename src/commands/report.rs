@@ -54,9 +54,5 @@ fn compare_reports(
     } else {
         print!("{}", compare::render(&c));
     }
-    Ok(if c.regressions() > 0 {
-        exit_code::FAILED
-    } else {
-        exit_code::SUCCESS
-    })
+    Ok(c.exit_code())
 }

@@ -18,7 +18,7 @@ use crate::platform::ownership::{self, Claim};
 use crate::platform::workspace::{self as ws, NewWorkspace};
 use crate::session::PlatformEvidence;
 use crate::trial::{Marked, Trial, TrialError, read_token};
-use crate::verdict::{FilesState, ProcessState, Verdict, VerdictKind};
+use crate::verdict::{FilesState, Verdict, VerdictKind};
 
 /// What `verify` may do besides deciding.
 #[derive(Debug, Clone, Copy, Default)]
@@ -121,20 +121,11 @@ pub fn gate_verdict(
     restarts: i32,
     recovered: bool,
 ) -> (GateVerdict, String, Option<String>) {
-    if attempts > 1 || restarts > 0 {
-        return (
-            GateVerdict::Failed,
-            format!(
-                "the resume needed {attempts} pod(s) and {restarts} container restart(s); \
-                 retries never count toward a gate verdict (restore verdict: {})",
-                restore.kind
-            ),
-            None,
-        );
-    }
-    // The platform said "restored" and the kernel says its process state is not there (gone,
-    // or no kernel answered): never a pass, whatever the files say.
-    if platform.claims_restore() && restore.process != ProcessState::Restored {
+    // The platform said "restored" and the kernel says otherwise (its state is gone, no kernel
+    // answered, another marker): never a pass, whatever the files say, and it outranks a
+    // retry (a lost process after two attempts is still a false restore). The rule is the
+    // verdict's own, the same one the suite, the reports and `report --compare` apply.
+    if restore.false_restore() {
         return (
             GateVerdict::RestoreClaimedButLost,
             format!(
@@ -148,6 +139,17 @@ pub fn gate_verdict(
                     .as_deref()
                     .map(|r| format!(": {r}"))
                     .unwrap_or_default()
+            ),
+            None,
+        );
+    }
+    if attempts > 1 || restarts > 0 {
+        return (
+            GateVerdict::Failed,
+            format!(
+                "the resume needed {attempts} pod(s) and {restarts} container restart(s); \
+                 retries never count toward a gate verdict (restore verdict: {})",
+                restore.kind
             ),
             None,
         );
@@ -375,6 +377,7 @@ fn adopt(client: &kube::Client, state: &GateState) -> Result<Trial, TrialError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::verdict::{Contradiction, ProcessState};
 
     fn verdict(kind: VerdictKind, files: FilesState) -> Verdict {
         Verdict {
@@ -458,15 +461,30 @@ mod tests {
         fresh.process = ProcessState::Fresh;
         fresh
             .contradictions
-            .push(crate::verdict::Contradiction::PlatformClaimsRestoreButNonceGone);
+            .push(Contradiction::PlatformClaimsRestoreButNonceGone);
         let (g, summary, guidance) = gate_verdict(&fresh, &claimed, 1, 0, true);
         assert_eq!(g, GateVerdict::RestoreClaimedButLost);
         assert!(summary.contains("PodRestored: True"), "{summary}");
         assert!(guidance.is_none());
         // No kernel answered at all: the process state is not there either.
-        let unknown = verdict(VerdictKind::Inconclusive, FilesState::Intact);
+        let mut unknown = verdict(VerdictKind::Inconclusive, FilesState::Intact);
+        unknown
+            .contradictions
+            .push(Contradiction::PlatformClaimsRestoreButKernelDisagrees {
+                detail: "no kernel answered after the resume".into(),
+            });
         assert_eq!(
             gate_verdict(&unknown, &claimed, 1, 0, true).0,
+            GateVerdict::RestoreClaimedButLost
+        );
+        // A lost process after a retried resume is still a false restore (exit 14), not
+        // the retries' plain failure: before, the retry check came first.
+        assert_eq!(
+            gate_verdict(&fresh, &claimed, 2, 0, true).0,
+            GateVerdict::RestoreClaimedButLost
+        );
+        assert_eq!(
+            gate_verdict(&unknown, &claimed, 1, 3, true).0,
             GateVerdict::RestoreClaimedButLost
         );
         // The process came back and only the files were lost: a plain FAIL (FilesLost).

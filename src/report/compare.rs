@@ -111,6 +111,27 @@ impl Comparison {
             })
             .count()
     }
+
+    /// Scenarios whose verdict in B is a false restore: the comparison's exit code is then
+    /// `FALSE_RESTORE`, as the run's and the gate's are.
+    pub fn false_restores(&self) -> usize {
+        self.scenarios
+            .iter()
+            .filter(|s| s.false_restore_after)
+            .count()
+    }
+
+    /// The exit code of `report --compare`: a false restore in B outranks any other
+    /// regression (the same order as `run`'s), a regression is a failure.
+    pub fn exit_code(&self) -> i32 {
+        if self.false_restores() > 0 {
+            crate::exit_code::FALSE_RESTORE
+        } else if self.regressions() > 0 {
+            crate::exit_code::FAILED
+        } else {
+            crate::exit_code::SUCCESS
+        }
+    }
 }
 
 /// Compares `before` (A) with `after` (B).
@@ -471,6 +492,7 @@ mod tests {
         assert!(c.scenarios[0].false_restore_after);
         assert!(!c.scenarios[0].verdict_changed());
         assert_eq!(c.regressions(), 1);
+        assert_eq!(c.exit_code(), crate::exit_code::FALSE_RESTORE);
         let text = render(&c);
         assert!(
             text.contains("FALSE RESTORE in B (1): the platform claimed a restore and the process state was lost:\n  ✘ Pause › k"),
@@ -489,5 +511,11 @@ mod tests {
         let c = compare(&b, &a, Threshold::default());
         assert!(!c.scenarios[0].false_restore_after);
         assert!(!render(&c).contains("FALSE RESTORE"));
+        // A changed verdict without a false restore in B is a plain regression (exit 1).
+        assert_eq!(c.exit_code(), crate::exit_code::FAILED);
+        assert_eq!(
+            compare(&a, &a, Threshold::default()).exit_code(),
+            crate::exit_code::SUCCESS
+        );
     }
 }

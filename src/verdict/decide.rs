@@ -338,7 +338,13 @@ fn judge_process(
                 after.kernel_id
             ));
         }
-        judge_platform_alone(platform, lines);
+        judge_platform(
+            platform,
+            ProcessState::Unknown,
+            "no kernel answered after the resume",
+            lines,
+            contradictions,
+        );
         return ProcessState::Unknown;
     };
     let b = before
@@ -376,7 +382,13 @@ fn judge_process(
     if state == ProcessState::Fresh {
         describe_recovery(b, after, lines);
     }
-    judge_platform(platform, state, lines, contradictions);
+    judge_platform(
+        platform,
+        state,
+        "the kernel holds a marker other than the one stored before the pause",
+        lines,
+        contradictions,
+    );
     state
 }
 
@@ -628,9 +640,13 @@ fn restored_snapshot(platform: &PlatformEvidence) -> Option<String> {
     message.contains(expected).then(|| expected.to_owned())
 }
 
+/// What the platform said, against what the kernel says: a restore the platform claims
+/// and the kernel does not confirm (`unknown_why` says why the process state is Unknown)
+/// is a false restore.
 fn judge_platform(
     platform: &PlatformEvidence,
     state: ProcessState,
+    unknown_why: &str,
     lines: &mut Vec<String>,
     contradictions: &mut Vec<Contradiction>,
 ) {
@@ -638,7 +654,7 @@ fn judge_platform(
         lines.push("platform: not observed (a plain Jupyter server)".to_owned());
         return;
     }
-    judge_platform_alone(platform, lines);
+    lines.extend(platform.said());
     let claims = platform.claims_restore();
     match state {
         ProcessState::Restored if !claims => {
@@ -646,6 +662,11 @@ fn judge_platform(
         }
         ProcessState::Fresh if claims => {
             contradictions.push(Contradiction::PlatformClaimsRestoreButNonceGone);
+        }
+        ProcessState::Unknown if claims => {
+            contradictions.push(Contradiction::PlatformClaimsRestoreButKernelDisagrees {
+                detail: unknown_why.to_owned(),
+            });
         }
         _ => {}
     }
@@ -661,10 +682,6 @@ fn judge_platform(
                 .and_then(|c| c.message.clone()),
         });
     }
-}
-
-fn judge_platform_alone(platform: &PlatformEvidence, lines: &mut Vec<String>) {
-    lines.extend(platform.said());
 }
 
 fn short(hash: &str) -> &str {

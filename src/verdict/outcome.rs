@@ -64,6 +64,10 @@ pub enum FilesState {
 pub enum Contradiction {
     /// The platform reports a restore, but the nonce is gone from kernel memory.
     PlatformClaimsRestoreButNonceGone,
+    /// The platform reports a restore, but the kernel cannot confirm its process came back:
+    /// no kernel answered after the resume, or it holds a marker other than the one stored.
+    /// A false restore like the one above (users are told their session came back).
+    PlatformClaimsRestoreButKernelDisagrees { detail: String },
     /// The nonce was found on disk, so a fresh process could have read it: the test is invalid.
     NonceOnDisk { phase: Phase, paths: Vec<String> },
     /// The nonce survived in memory, but the disk scan could not cover a writable place a
@@ -112,6 +116,7 @@ impl Contradiction {
             | Contradiction::GpuMemoryChanged { .. } => true,
             Contradiction::PidEqualButNonceGone { same_start_time } => *same_start_time,
             Contradiction::PlatformClaimsRestoreButNonceGone
+            | Contradiction::PlatformClaimsRestoreButKernelDisagrees { .. }
             | Contradiction::SnapshotNameMismatch { .. }
             | Contradiction::TickerStopped
             | Contradiction::FileSourcesDisagree { .. } => false,
@@ -126,6 +131,9 @@ impl fmt::Display for Contradiction {
                 f,
                 "the platform says the pod was restored, but the nonce is gone from kernel memory"
             ),
+            Contradiction::PlatformClaimsRestoreButKernelDisagrees { detail } => {
+                write!(f, "the platform says the pod was restored, but {detail}")
+            }
             Contradiction::NonceOnDisk { phase, paths } => write!(
                 f,
                 "the nonce is on disk ({}; found {}: {}): a fresh process could have read it, so \
@@ -221,12 +229,18 @@ pub struct Verdict {
 
 impl Verdict {
     /// A false restore: the platform said the pod was restored (`PodRestored=True`) and the
-    /// kernel says its process state is gone. Whatever the verdict's kind, this is a failure
-    /// of its own, the worst a release can ship: users are told their session came back.
-    /// The suite, the gate, the drill, the reports and `report --compare` all ask this.
+    /// kernel says otherwise (its nonce is gone, no kernel answered, or it holds another
+    /// marker). Whatever the verdict's kind, this is a failure of its own, the worst a
+    /// release can ship: users are told their session came back. The suite, the gate, the
+    /// drill, the reports and `report --compare` all ask this, and only this.
     pub fn false_restore(&self) -> bool {
-        self.contradictions
-            .contains(&Contradiction::PlatformClaimsRestoreButNonceGone)
+        self.contradictions.iter().any(|c| {
+            matches!(
+                c,
+                Contradiction::PlatformClaimsRestoreButNonceGone
+                    | Contradiction::PlatformClaimsRestoreButKernelDisagrees { .. }
+            )
+        })
     }
 
     /// The verdict as tables and reports show it: its kind, and `(false restore)` after it

@@ -255,6 +255,49 @@ fn platform_claiming_restore_without_the_nonce_is_named() {
     assert_eq!(plain.exit_code(), exit_code::FRESH_SESSION);
 }
 
+/// The platform claims the restore and the kernel cannot confirm it: no kernel answers, or
+/// it holds another marker. Before, these were plain Inconclusive in the suite and the
+/// reports (exit 12) while the gate failed them as false restores (exit 14).
+#[test]
+fn a_claimed_restore_the_kernel_does_not_confirm_is_a_false_restore() {
+    let mut silent = restored_after();
+    silent.kernel = None;
+    let v = decide(&before(), &silent, &gke_restored("snap-1"));
+    assert_eq!(v.process, ProcessState::Unknown, "{v}");
+    assert!(
+        has(&v, |c| matches!(
+            c,
+            Contradiction::PlatformClaimsRestoreButKernelDisagrees { detail }
+                if detail.contains("no kernel answered")
+        )),
+        "{v}"
+    );
+    assert!(v.false_restore());
+    assert_eq!(v.exit_code(), exit_code::FALSE_RESTORE);
+    assert!(v.label().ends_with("(false restore)"), "{}", v.label());
+
+    let mut other = restored_after();
+    other.kernel.as_mut().unwrap().marker = MarkerObservation::Present {
+        digest: "not-the-stored-one".to_owned(),
+    };
+    let v = decide(&before(), &other, &gke_restored("snap-1"));
+    assert!(has(&v, |c| *c == Contradiction::NonceDiffers), "{v}");
+    assert!(
+        has(&v, |c| matches!(
+            c,
+            Contradiction::PlatformClaimsRestoreButKernelDisagrees { detail }
+                if detail.contains("other than the one stored")
+        )),
+        "{v}"
+    );
+    assert!(v.false_restore());
+
+    // Without the platform's claim, the same evidence is a plain Inconclusive.
+    let v = decide(&before(), &silent, &PlatformEvidence::not_observed());
+    assert!(!v.false_restore(), "{v}");
+    assert_eq!(v.exit_code(), exit_code::INCONCLUSIVE);
+}
+
 #[test]
 fn nonce_on_disk_invalidates_the_test() {
     let mut after = restored_after();
@@ -331,6 +374,9 @@ fn every_contradiction_kind_is_in_the_report_schema() {
     let kinds = &schema["$defs"]["Contradiction"]["properties"]["kind"]["enum"];
     let all = [
         Contradiction::PlatformClaimsRestoreButNonceGone,
+        Contradiction::PlatformClaimsRestoreButKernelDisagrees {
+            detail: "d".to_owned(),
+        },
         Contradiction::NonceOnDisk {
             phase: Phase::AfterResume,
             paths: Vec::new(),
@@ -373,6 +419,7 @@ fn every_contradiction_kind_is_in_the_report_schema() {
         // A new variant must be added above (this match fails to compile otherwise).
         match &c {
             Contradiction::PlatformClaimsRestoreButNonceGone
+            | Contradiction::PlatformClaimsRestoreButKernelDisagrees { .. }
             | Contradiction::NonceOnDisk { .. }
             | Contradiction::DiskNotCovered { .. }
             | Contradiction::PidEqualButNonceGone { .. }
@@ -825,9 +872,10 @@ fn check_rules(
         v.reason.is_some(),
         "{case}"
     );
-    // A false restore: the platform claims one and the nonce is gone. Its own exit code.
+    // A false restore: the platform claims one and the kernel says otherwise (the nonce is
+    // gone, another marker, no kernel). Its own exit code.
     let false_restore = matches!(p, Platform::Restored | Platform::RestoredOtherSnapshot)
-        && m == MarkerAfter::Absent;
+        && m != MarkerAfter::Equal;
     assert_eq!(v.false_restore(), false_restore, "{case}");
     let code = match v.kind {
         _ if false_restore => exit_code::FALSE_RESTORE,
@@ -911,11 +959,8 @@ fn check_rules(
             c,
             Contradiction::SnapshotNameMismatch { .. }
         )),
-        p == Platform::RestoredOtherSnapshot
-            && matches!(
-                m,
-                MarkerAfter::Equal | MarkerAfter::Absent | MarkerAfter::Different
-            ),
+        // Named whatever the kernel says, also when no kernel answered.
+        p == Platform::RestoredOtherSnapshot,
         "{case}"
     );
     assert_eq!(
