@@ -125,7 +125,15 @@ pub async fn put_token(
         api.patch(
             TOKEN_SECRET.0,
             &PatchParams::default(),
-            &Patch::Merge(json!({"stringData": {TOKEN_SECRET.1: token}})),
+            // The uid and resourceVersion read with the check: the API server refuses the
+            // write if the Secret was replaced or changed by someone else in between.
+            &Patch::Merge(json!({
+                "metadata": {
+                    "uid": existing.metadata.uid,
+                    "resourceVersion": existing.metadata.resource_version,
+                },
+                "stringData": {TOKEN_SECRET.1: token},
+            })),
         )
         .await
         .map_err(api_err("update", "Secret jupyter-token"))?;
