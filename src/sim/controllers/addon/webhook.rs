@@ -378,6 +378,27 @@ mod tests {
         assert_eq!(annotation(&passed, CHECKPOINT_STATE), None);
     }
 
+    /// gVisor cannot host TPUs (upstream `mutatePod`, and `snapshotEnabled` on the Workspace
+    /// path): a running pod that asks for a TPU is never checkpointed, its pause goes through.
+    #[test]
+    fn a_pause_of_a_tpu_workspace_goes_through_unheld() {
+        let ws = json!({"metadata": {"name": "a", "namespace": "ns", "annotations": {}},
+            "spec": {"kind": "resumable", "paused": false}});
+        for place in ["limits", "requests"] {
+            let mut tpu = pod("Running", false);
+            tpu["spec"] = json!({"containers": [{"name": "main",
+                "resources": {place: {"google.com/tpu": "4"}}}]});
+            let list = lister(vec![tpu], ws.clone());
+            let passed = update(&list, &ws, true);
+            assert_eq!(passed["spec"]["paused"], true, "{place}");
+            assert_eq!(annotation(&passed, CHECKPOINT_STATE), None, "{place}");
+            assert_eq!(annotation(&passed, CHECKPOINT_STARTED_AT), None, "{place}");
+        }
+        // The same pod without the TPU is held (the control).
+        let list = lister(vec![pod("Running", false)], ws.clone());
+        assert_eq!(update(&list, &ws, true)["spec"]["paused"], false);
+    }
+
     #[test]
     fn a_resume_from_ready_is_marked_restoring() {
         let ws = json!({"metadata": {"name": "a", "namespace": "ns",
