@@ -11,10 +11,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use serde::Serialize;
 
 use crate::config::Config;
 use crate::platform::attempts::AttemptWatch;
+use crate::platform::board::WorkspaceBoard;
 use crate::platform::crd::WorkspaceState;
 use crate::platform::gpu;
 use crate::platform::ledger::Ledger;
@@ -157,6 +159,16 @@ pub enum DrillError {
         #[source]
         source: TrialError,
     },
+    /// Preparing stopped at its first failure: no workspace was started after it.
+    #[error(
+        "{first} (the drill had started {started} of its {of} workspaces; none was started \
+         after this failure)"
+    )]
+    Stopped {
+        first: Box<DrillError>,
+        started: usize,
+        of: usize,
+    },
     #[error(transparent)]
     Trial(#[from] TrialError),
     #[error(transparent)]
@@ -200,28 +212,45 @@ pub async fn run(
     // Outline's rows) must never share a name, since what the platform tears down after a
     // deleted Workspace (its snapshots, policy and trigger) is found by name.
     let drill_id = &uuid::Uuid::new_v4().simple().to_string()[..6];
-    let permits = Arc::new(tokio::sync::Semaphore::new(plan.gpus.max(1) as usize));
-    let tasks = (0..plan.workspaces).map(|i| {
-        let permits = permits.clone();
-        async move {
-            let _permit = permits.acquire().await;
+    // M at a time, started one by one as others finish (never N futures at once), and no new
+    // one after the first failure; those in flight finish, so what they created is recorded.
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let started = std::sync::atomic::AtomicUsize::new(0);
+    let (stop, count) = (&stop, &started);
+    let mut tasks = futures::stream::iter(0..plan.workspaces)
+        .map(|i| async move {
             let mut own = Ledger::default();
+            if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                return (own, None);
+            }
+            count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let result = prepare_one(client, cfg, plan, drill_id, i, &mut own).await;
-            (own, result)
-        }
-    });
+            if result.is_err() {
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            (own, Some(result))
+        })
+        .buffer_unordered(plan.gpus.max(1) as usize);
     let mut prepared = Vec::new();
     let mut failure = None;
-    for (own, result) in futures::future::join_all(tasks).await {
+    while let Some((own, result)) = tasks.next().await {
         ledger.entries.extend(own.entries);
         match result {
-            Ok(p) => prepared.push(p),
-            Err(e) => failure = failure.or(Some(e)),
+            Some(Ok(p)) => prepared.push(p),
+            Some(Err(e)) => failure = failure.or(Some(e)),
+            None => {}
         }
     }
+    drop(tasks);
     if let Some(e) = failure {
-        return Err(e);
+        return Err(DrillError::Stopped {
+            first: Box::new(e),
+            started: started.into_inner(),
+            of: plan.workspaces,
+        });
     }
+    // In name order, whatever order they finished in.
+    prepared.sort_by(|(a, _), (b, _)| a.workspace.name.cmp(&b.workspace.name));
     progress(&format!("all {} workspaces Paused", prepared.len()));
 
     // 2. Watch the pods, then resume them all at the same moment.
@@ -230,6 +259,16 @@ pub async fn run(
             .await
             .map_err(DrillError::Watch)?,
     );
+    // One Workspace watch for all of them (the run's labels), not one per workspace.
+    let selector = plan
+        .labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let board = WorkspaceBoard::start(client, &ns, &selector, cfg.api.response_timeout.duration())
+        .await
+        .map_err(DrillError::Watch)?;
     let started = Instant::now();
     watch.mark_resumed();
     let resumes = prepared
@@ -247,7 +286,7 @@ pub async fn run(
     // 3. Each one: Running within the drill budget, checked, then deleted to free its GPU.
     let finish = prepared
         .iter()
-        .map(|(trial, sampled)| finish_one(cfg, trial, *sampled, started, progress));
+        .map(|(trial, sampled)| finish_one(cfg, &board, trial, *sampled, started, progress));
     let mut results = futures::future::join_all(finish).await;
     for r in &mut results {
         r.waited = watch.scheduled(&r.name).map(|t| t - started);
@@ -325,6 +364,7 @@ async fn prepare_one(
 /// to give its GPU to the next one.
 async fn finish_one(
     cfg: &Config,
+    board: &WorkspaceBoard,
     trial: &Trial,
     sampled: bool,
     started: Instant,
@@ -346,15 +386,31 @@ async fn finish_one(
         wf
     });
     let running = match waited {
-        Ok(wf) => trial.wait_state(&wf, WorkspaceState::Running).await,
+        Ok(wf) => board
+            .wait_state(&name, &trial.uid, WorkspaceState::Running, &wf)
+            .await
+            .map_err(TrialError::from),
         Err(e) => Err(e),
     };
-    if let Err(e) = running {
-        result.verdict = "not Running".into();
-        result.problem = Some(e.to_string());
-        return result;
-    }
-    result.to_running = Some(started.elapsed());
+    let seen = match running {
+        Ok(Ok(seen)) => seen,
+        Ok(Err(uid)) => {
+            result.verdict = "not Running".into();
+            result.problem = Some(format!(
+                "workspace {name} (uid {}) was replaced by a namesake (uid {uid}); the drill \
+                 leaves the namesake alone",
+                trial.uid
+            ));
+            return result;
+        }
+        Err(e) => {
+            result.verdict = "not Running".into();
+            result.problem = Some(e.to_string());
+            return result;
+        }
+    };
+    // When the watch saw it Running, not when this task got round to looking.
+    result.to_running = Some(seen.instant.saturating_duration_since(started));
     match check(cfg, trial, sampled).await {
         Ok(Checked {
             verdict,

@@ -3,6 +3,7 @@
 //! ([`ownership`]) every delete, patch and overwrite goes through.
 
 pub mod attempts;
+pub mod board;
 pub mod crd;
 pub mod doctor;
 pub mod forward;

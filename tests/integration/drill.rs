@@ -228,3 +228,47 @@ async fn the_attempt_watch_sees_a_duplicate_restore_attempt_that_is_cleaned_up()
         "attempts alive at once: healthy, duplicated"
     );
 }
+
+/// A drill whose first preparations fail starts no more workspaces: with every checkpoint
+/// failing, the two started at once (two GPUs) fail and the other four are never created.
+/// Before, all N were queued at once and every one was created and waited for.
+#[test]
+fn a_drill_stops_starting_workspaces_at_its_first_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/sim/default.toml"),
+    )
+    .unwrap();
+    let edited = profile
+        .replace("enabled = []", "enabled = [\"checkpoint-fails\"]")
+        .replace("kind = \"jupyter\"", "kind = \"none\"");
+    assert_ne!(edited, profile);
+    let path = dir.path().join("failing.toml");
+    std::fs::write(&path, edited).unwrap();
+    let sim = format!("sim.profile={}", path.display());
+    let reports = format!("reports.dir={}", dir.path().join("r").display());
+    let o = wsgate(&[
+        "drill",
+        "--workspaces",
+        "6",
+        "--gpus",
+        "2",
+        "--sample",
+        "0",
+        "--set",
+        &sim,
+        "--set",
+        &reports,
+    ]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(wsgate::exit_code::FAILED), "{out}");
+    assert!(out.contains("checkpoint failed: trigger"), "{out}");
+    assert!(
+        out.contains("had started 2 of its 6 workspaces; none was started after this failure"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("-002"),
+        "a third workspace was started: {out}"
+    );
+}
