@@ -475,6 +475,9 @@ mod fuzz {
             prop_assert!(!out.contains("panicked"), "{args:?}: {out}");
             prop_assert_ne!(o.status.code(), Some(101), "{:?}: {}", args, out);
             prop_assert_ne!(o.status.code(), Some(124), "{:?} hung: {}", args, out);
+            // 137: it ignored the SIGTERM for 10 s and was killed; None: a signal ended it.
+            prop_assert_ne!(o.status.code(), Some(137), "{:?} hung past SIGTERM: {}", args, out);
+            prop_assert!(o.status.code().is_some(), "{:?} ended by a signal: {}", args, out);
         }
     }
 }
