@@ -215,15 +215,13 @@ pub async fn run(
     // M at a time, started one by one as others finish (never N futures at once), and no new
     // one after the first failure; those in flight finish, so what they created is recorded.
     let stop = std::sync::atomic::AtomicBool::new(false);
-    let started = std::sync::atomic::AtomicUsize::new(0);
-    let (stop, count) = (&stop, &started);
+    let stop = &stop;
     let mut tasks = futures::stream::iter(0..plan.workspaces)
         .map(|i| async move {
             let mut own = Ledger::default();
             if stop.load(std::sync::atomic::Ordering::Relaxed) {
                 return (own, None);
             }
-            count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let result = prepare_one(client, cfg, plan, drill_id, i, &mut own).await;
             if result.is_err() {
                 stop.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -233,8 +231,11 @@ pub async fn run(
         .buffer_unordered(plan.gpus.max(1) as usize);
     let mut prepared = Vec::new();
     let mut failure = None;
+    // Every task that did not find `stop` set started its workspace.
+    let mut started = 0;
     while let Some((own, result)) = tasks.next().await {
         ledger.entries.extend(own.entries);
+        started += usize::from(result.is_some());
         match result {
             Some(Ok(p)) => prepared.push(p),
             Some(Err(e)) => failure = failure.or(Some(e)),
@@ -245,7 +246,7 @@ pub async fn run(
     if let Some(e) = failure {
         return Err(DrillError::Stopped {
             first: Box::new(e),
-            started: started.into_inner(),
+            started,
             of: plan.workspaces,
         });
     }
@@ -255,7 +256,7 @@ pub async fn run(
 
     // 2. Watch the pods, then resume them all at the same moment.
     let watch = Arc::new(
-        AttemptWatch::start(client, &ns)
+        AttemptWatch::start(client, &ns, cfg.api.response_timeout.duration())
             .await
             .map_err(DrillError::Watch)?,
     );
@@ -396,11 +397,14 @@ async fn finish_one(
         Ok(Ok(seen)) => seen,
         Ok(Err(uid)) => {
             result.verdict = "not Running".into();
-            result.problem = Some(format!(
-                "workspace {name} (uid {}) was replaced by a namesake (uid {uid}); the drill \
-                 leaves the namesake alone",
-                trial.uid
-            ));
+            result.problem = Some(
+                TrialError::Replaced {
+                    workspace: format!("{}/{name}", trial.workspace.namespace),
+                    ours: trial.uid.clone(),
+                    theirs: uid,
+                }
+                .to_string(),
+            );
             return result;
         }
         Err(e) => {

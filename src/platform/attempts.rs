@@ -6,24 +6,20 @@
 //! streams the memory in lazily), so [`AttemptWatch::wait_pod_restored`] waits for it.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 
 use super::snapshots;
+use super::watched::{LogGuard, Observe, Watched};
 use super::workspace::WORKSPACE_LABEL;
 use crate::verdict::ConditionEvidence;
 
 /// A running pod watch; stops when dropped.
 pub struct AttemptWatch {
-    log: Arc<Mutex<PodLog>>,
-    /// Woken on every pod change the watch applies.
-    changed: Arc<tokio::sync::Notify>,
-    task: tokio::task::JoinHandle<()>,
+    watch: Watched<PodLog>,
 }
 
 /// A moment the watch saw something, on both clocks.
@@ -63,32 +59,27 @@ impl PodRestoredSeen {
     }
 }
 
-impl Drop for AttemptWatch {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
 impl AttemptWatch {
-    /// Starts watching `namespace`'s pods; returns once the first list is in.
-    pub async fn start(client: &kube::Client, namespace: &str) -> Result<Self, String> {
-        let log = Arc::new(Mutex::new(PodLog::default()));
-        let changed = Arc::new(tokio::sync::Notify::new());
-        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-        let task = tokio::spawn(watch_pods(
+    /// Starts watching `namespace`'s pods; returns once the first list is in, or with why
+    /// not within `first_list` (the caller's named budget).
+    pub async fn start(
+        client: &kube::Client,
+        namespace: &str,
+        first_list: Duration,
+    ) -> Result<Self, String> {
+        let watch = Watched::start(
             Api::namespaced(client.clone(), namespace),
-            log.clone(),
-            changed.clone(),
-            ready_tx,
-        ));
-        ready_rx
-            .await
-            .map_err(|_| "the pod watch ended before its first list".to_string())??;
-        Ok(Self { log, changed, task })
+            watcher::Config::default(),
+            PodLog::default(),
+            first_list,
+            "the pod watch",
+        )
+        .await?;
+        Ok(Self { watch })
     }
 
-    fn log(&self) -> std::sync::MutexGuard<'_, PodLog> {
-        self.log.lock().unwrap_or_else(|e| e.into_inner())
+    fn log(&self) -> LogGuard<'_, PodLog> {
+        self.watch.log()
     }
 
     /// From now on, count attempts and bindings (call just before the resume request).
@@ -130,7 +121,7 @@ impl AttemptWatch {
     pub async fn wait_pod_restored(&self, workspace: &str, budget: Duration) -> PodRestoredSeen {
         let called = Instant::now();
         loop {
-            let changed = self.changed.notified();
+            let changed = self.watch.changed();
             let (seen, deadline) = {
                 let log = self.log();
                 let bound = log.scheduled.get(workspace).map_or(called, |s| s.instant);
@@ -235,42 +226,16 @@ fn is_ready(pod: &Pod) -> bool {
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
-async fn watch_pods(
-    api: Api<Pod>,
-    log: Arc<Mutex<PodLog>>,
-    changed: Arc<tokio::sync::Notify>,
-    ready: tokio::sync::oneshot::Sender<Result<(), String>>,
-) {
-    let mut ready = Some(ready);
-    let mut stream = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .boxed();
-    while let Some(ev) = stream.next().await {
-        let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
-        if matches!(
-            ev,
-            Ok(watcher::Event::Apply(_) | watcher::Event::InitApply(_))
-        ) {
-            changed.notify_waiters();
-        }
+impl Observe<Pod> for PodLog {
+    fn event(&mut self, ev: watcher::Event<Pod>) {
         match ev {
-            Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => log.apply(&p),
-            Ok(watcher::Event::Delete(p)) => log.delete(&p),
+            watcher::Event::Apply(p) | watcher::Event::InitApply(p) => self.apply(&p),
+            watcher::Event::Delete(p) => self.delete(&p),
             // A relist (first list, or after a watch expired): the pods it lists are all
             // that is alive now; one deleted while the watch was down sends no Delete.
-            Ok(watcher::Event::Init) => log.relist(),
-            Ok(watcher::Event::InitDone) => {
-                if let Some(r) = ready.take() {
-                    let _ = r.send(Ok(()));
-                }
-            }
-            Err(e) => {
-                tracing::debug!(error = %e, "drill pod watch error; resuming");
-            }
+            watcher::Event::Init => self.relist(),
+            watcher::Event::InitDone => {}
         }
-    }
-    if let Some(r) = ready.take() {
-        let _ = r.send(Err("the pod watch ended".into()));
     }
 }
 
@@ -356,11 +321,8 @@ mod tests {
 
     #[tokio::test]
     async fn the_wait_ends_at_the_budget_counted_from_the_resume() {
-        let log = Arc::new(Mutex::new(resumed()));
         let watch = AttemptWatch {
-            log,
-            changed: Arc::new(tokio::sync::Notify::new()),
-            task: tokio::spawn(async {}),
+            watch: Watched::idle(resumed()),
         };
         let t = Instant::now();
         let seen = watch

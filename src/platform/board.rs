@@ -5,18 +5,35 @@
 //! wakes the waiters on every change. Each wait keeps its own named budget.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
 use kube::api::Api;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use tokio::time::Instant;
 
 use super::attempts::Seen;
 use super::crd::{Workspace, WorkspaceState};
-use super::wait::{WaitError, WaitFor, permanent};
+use super::wait::{WaitError, WaitFor};
+use super::watched::{Observe, Watched};
 use super::workspace as ws;
+
+/// When each state of a Workspace was first seen.
+#[derive(Debug, Clone, Default)]
+pub struct FirstStates(Vec<(WorkspaceState, Seen)>);
+
+impl FirstStates {
+    /// Stamps `state` now, unless it was seen before (that stamp stays).
+    pub fn saw(&mut self, state: WorkspaceState) {
+        if !self.0.iter().any(|(s, _)| *s == state) {
+            self.0.push((state, Seen::now()));
+        }
+    }
+
+    /// When `state` was first seen.
+    pub fn get(&self, state: WorkspaceState) -> Option<Seen> {
+        self.0.iter().find(|(s, _)| *s == state).map(|(_, at)| *at)
+    }
+}
 
 /// What the board knows of one Workspace.
 #[derive(Debug, Clone, Default)]
@@ -24,17 +41,12 @@ struct Entry {
     uid: Option<String>,
     /// The state in words, for budget messages (`ws::describe`).
     described: String,
-    /// When each state was first seen.
-    first: Vec<(WorkspaceState, Seen)>,
+    first: FirstStates,
 }
 
 #[derive(Debug, Default)]
 struct Log {
     entries: HashMap<String, Entry>,
-    /// The last watch error, named when a budget runs out while the watch was failing.
-    last_error: Option<String>,
-    /// An error that retrying cannot fix (403, 404 ...): every wait ends with it.
-    fatal: Option<String>,
 }
 
 impl Log {
@@ -45,10 +57,8 @@ impl Log {
         let e = self.entries.entry(name).or_default();
         e.uid = w.metadata.uid.clone();
         e.described = ws::describe(Some(w));
-        if let Some(state) = w.status.as_ref().map(|s| s.state)
-            && !e.first.iter().any(|(s, _)| *s == state)
-        {
-            e.first.push((state, Seen::now()));
+        if let Some(state) = w.status.as_ref().map(|s| s.state) {
+            e.first.saw(state);
         }
     }
 
@@ -64,17 +74,19 @@ impl Log {
     }
 }
 
-/// A running Workspace watch over one namespace and label selector; stops when dropped.
-pub struct WorkspaceBoard {
-    log: Arc<Mutex<Log>>,
-    changed: Arc<tokio::sync::Notify>,
-    task: tokio::task::JoinHandle<()>,
+impl Observe<Workspace> for Log {
+    fn event(&mut self, ev: watcher::Event<Workspace>) {
+        match ev {
+            watcher::Event::Apply(w) | watcher::Event::InitApply(w) => self.apply(&w),
+            watcher::Event::Delete(w) => self.delete(&w),
+            watcher::Event::Init | watcher::Event::InitDone => {}
+        }
+    }
 }
 
-impl Drop for WorkspaceBoard {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+/// A running Workspace watch over one namespace and label selector; stops when dropped.
+pub struct WorkspaceBoard {
+    watch: Watched<Log>,
 }
 
 impl WorkspaceBoard {
@@ -86,35 +98,15 @@ impl WorkspaceBoard {
         labels: &str,
         first_list: Duration,
     ) -> Result<Self, String> {
-        let log = Arc::new(Mutex::new(Log::default()));
-        let changed = Arc::new(tokio::sync::Notify::new());
-        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-        let task = tokio::spawn(watch(
+        let watch = Watched::start(
             Api::namespaced(client.clone(), namespace),
             watcher::Config::default().labels(labels),
-            log.clone(),
-            changed.clone(),
-            ready_tx,
-        ));
-        let board = Self { log, changed, task };
-        match tokio::time::timeout(first_list, ready_rx).await {
-            Ok(Ok(Ok(()))) => Ok(board),
-            Ok(Ok(Err(e))) => Err(e),
-            Ok(Err(_)) => Err("the Workspace watch ended before its first list".into()),
-            Err(_) => Err(format!(
-                "the Workspace watch did not list within {first_list:?}{}",
-                board
-                    .log()
-                    .last_error
-                    .as_ref()
-                    .map(|e| format!(" (last error: {e})"))
-                    .unwrap_or_default()
-            )),
-        }
-    }
-
-    fn log(&self) -> std::sync::MutexGuard<'_, Log> {
-        self.log.lock().unwrap_or_else(|e| e.into_inner())
+            Log::default(),
+            first_list,
+            "the Workspace watch",
+        )
+        .await?;
+        Ok(Self { watch })
     }
 
     /// Waits, within `wf`'s budget, until Workspace `name` has been seen in `state`, and
@@ -129,28 +121,29 @@ impl WorkspaceBoard {
     ) -> Result<Result<Seen, String>, WaitError> {
         let deadline = Instant::now() + wf.budget;
         loop {
-            let changed = self.changed.notified();
+            let changed = self.watch.changed();
             {
-                let log = self.log();
-                if let Some(e) = log.entries.get(name) {
+                let shared = self.watch.shared();
+                if let Some(e) = shared.log.entries.get(name) {
                     if let Some(other) = e.uid.as_deref().filter(|u| *u != uid) {
                         return Ok(Err(other.to_owned()));
                     }
-                    if let Some((_, seen)) = e.first.iter().find(|(s, _)| *s == state) {
-                        return Ok(Ok(*seen));
+                    if let Some(seen) = e.first.get(state) {
+                        return Ok(Ok(seen));
                     }
                 }
-                if log.fatal.is_some() || Instant::now() >= deadline {
+                if shared.fatal.is_some() || Instant::now() >= deadline {
                     return Err(WaitError::Budget {
                         phase: wf.phase.clone(),
                         budget: wf.budget,
                         object: format!("workspace {name}"),
                         what: wf.what.clone(),
-                        last_state: log
+                        last_state: shared
+                            .log
                             .entries
                             .get(name)
                             .map_or_else(|| "absent".to_owned(), |e| e.described.clone()),
-                        last_error: log.fatal.clone().or_else(|| log.last_error.clone()),
+                        last_error: shared.fatal.clone().or_else(|| shared.last_error.clone()),
                     });
                 }
             }
@@ -159,52 +152,6 @@ impl WorkspaceBoard {
                 _ = tokio::time::sleep_until(deadline) => {}
             }
         }
-    }
-}
-
-async fn watch(
-    api: Api<Workspace>,
-    config: watcher::Config,
-    log: Arc<Mutex<Log>>,
-    changed: Arc<tokio::sync::Notify>,
-    ready: tokio::sync::oneshot::Sender<Result<(), String>>,
-) {
-    let mut ready = Some(ready);
-    let mut stream = watcher(api, config).default_backoff().boxed();
-    while let Some(ev) = stream.next().await {
-        {
-            let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
-            match ev {
-                Ok(watcher::Event::Apply(w) | watcher::Event::InitApply(w)) => log.apply(&w),
-                Ok(watcher::Event::Delete(w)) => log.delete(&w),
-                Ok(watcher::Event::Init) => {}
-                Ok(watcher::Event::InitDone) => {
-                    if let Some(r) = ready.take() {
-                        let _ = r.send(Ok(()));
-                    }
-                }
-                Err(e) if permanent(&e) => {
-                    let why = crate::output::one_line(&e);
-                    log.fatal = Some(why.clone());
-                    if let Some(r) = ready.take() {
-                        let _ = r.send(Err(why));
-                    }
-                }
-                Err(e) => log.last_error = Some(crate::output::one_line(&e)),
-            }
-        }
-        changed.notify_waiters();
-        if log
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .fatal
-            .is_some()
-        {
-            return;
-        }
-    }
-    if let Some(r) = ready.take() {
-        let _ = r.send(Err("the Workspace watch ended".into()));
     }
 }
 
@@ -229,11 +176,12 @@ mod tests {
         let mut log = Log::default();
         log.apply(&workspace("a", "u1", WorkspaceState::Pending));
         log.apply(&workspace("a", "u1", WorkspaceState::Running));
-        let first_running = log.entries["a"].first[1].1;
+        let first_running = log.entries["a"].first.get(WorkspaceState::Running);
+        assert!(first_running.is_some());
         log.apply(&workspace("a", "u1", WorkspaceState::Running));
         let e = &log.entries["a"];
-        assert_eq!(e.first.len(), 2);
-        assert_eq!(e.first[1], (WorkspaceState::Running, first_running));
+        assert_eq!(e.first.0.len(), 2);
+        assert_eq!(e.first.get(WorkspaceState::Running), first_running);
         log.delete(&workspace("a", "u1", WorkspaceState::Running));
         assert_eq!(log.entries["a"].described, "absent");
     }

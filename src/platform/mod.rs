@@ -26,4 +26,5 @@ pub mod taint;
 pub mod target;
 pub mod volume;
 pub mod wait;
+pub mod watched;
 pub mod workspace;

@@ -12,10 +12,14 @@
 use std::time::Duration;
 
 use kube::api::Api;
+use kube::runtime::watcher;
 
+use super::attempts::Seen;
+use super::board::FirstStates;
 use super::crd::{PodSnapshotManualTrigger, Workspace, WorkspaceState};
 use super::snapshots;
 use super::wait::{self, WaitError, WaitFor};
+use super::watched::{Observe, Watched};
 use super::workspace as ws;
 
 pub use super::names::CHECKPOINT_STATE;
@@ -142,103 +146,156 @@ async fn checkpoint_failure(
 /// A watch over one Workspace, started just before a pause or resume request, that records
 /// when it was first seen `Checkpointing` (the add-on's `checkpoint-state` annotation) and
 /// first seen in each state: the moments phases end, stamped from the watch event that
-/// shows them, not when a later step looks. Stops when dropped.
+/// shows them, not when a later step looks. Beside it, a watch over the Workspace's
+/// PodSnapshots (the add-on's trigger label) records when each was first seen Ready and
+/// when the last of them was gone. Stops when dropped.
 pub struct WorkspaceWatch {
-    seen: std::sync::Arc<std::sync::Mutex<FirstSeen>>,
-    task: tokio::task::JoinHandle<()>,
+    workspace: Watched<WorkspaceLog>,
+    /// `None` where the target has no PodSnapshot kind, or the harness may not watch it:
+    /// the steps then stamp when they look.
+    snapshots: Option<Watched<SnapshotLog>>,
 }
 
-/// What a [`WorkspaceWatch`] saw first, and when.
+/// What a [`WorkspaceWatch`] saw of the Workspace first, and when. What the first list
+/// shows is not counted: a `Checkpointing` left by an earlier, failed pause is not this
+/// pause's, and the state before the request is not its outcome.
 #[derive(Debug, Default)]
-struct FirstSeen {
-    checkpointing: Option<super::attempts::Seen>,
-    states: Vec<(WorkspaceState, super::attempts::Seen)>,
+struct WorkspaceLog {
+    checkpointing: Option<Seen>,
+    states: FirstStates,
 }
 
-impl FirstSeen {
-    fn record(&mut self, w: &Workspace) {
-        if is_checkpointing(w) {
-            self.checkpointing
-                .get_or_insert_with(super::attempts::Seen::now);
+impl Observe<Workspace> for WorkspaceLog {
+    fn event(&mut self, ev: watcher::Event<Workspace>) {
+        if let watcher::Event::Apply(w) = ev {
+            if is_checkpointing(&w) {
+                self.checkpointing.get_or_insert_with(Seen::now);
+            }
+            self.states
+                .saw(w.status.as_ref().map(|s| s.state).unwrap_or_default());
         }
-        let state = w.status.as_ref().map(|s| s.state).unwrap_or_default();
-        if !self.states.iter().any(|(s, _)| *s == state) {
-            self.states.push((state, super::attempts::Seen::now()));
+    }
+}
+
+/// What a [`WorkspaceWatch`] saw of the Workspace's PodSnapshots.
+#[derive(Debug, Default)]
+struct SnapshotLog {
+    /// By name: first seen Ready after the start (one Ready in the first list is an
+    /// earlier pause's, not stamped).
+    ready: Vec<(String, Seen)>,
+    /// The PodSnapshots that exist now.
+    alive: std::collections::BTreeSet<String>,
+    /// When the last one was gone, after at least one had been seen.
+    gone: Option<Seen>,
+    /// The names the (re)list in progress shows.
+    listed: std::collections::BTreeSet<String>,
+    /// Whether the first list is done.
+    listed_once: bool,
+}
+
+impl SnapshotLog {
+    fn apply(&mut self, s: &super::crd::PodSnapshot) {
+        let Some(name) = s.metadata.name.clone() else {
+            return;
+        };
+        if self.listed_once && snapshots::is_ready(s) && !self.ready.iter().any(|(n, _)| *n == name)
+        {
+            self.ready.push((name.clone(), Seen::now()));
+        }
+        self.alive.insert(name);
+        self.gone = None;
+    }
+
+    fn remove(&mut self, name: &str) {
+        if self.alive.remove(name) && self.alive.is_empty() {
+            self.gone = Some(Seen::now());
+        }
+    }
+}
+
+impl Observe<super::crd::PodSnapshot> for SnapshotLog {
+    fn event(&mut self, ev: watcher::Event<super::crd::PodSnapshot>) {
+        match ev {
+            watcher::Event::Apply(s) => self.apply(&s),
+            watcher::Event::InitApply(s) => {
+                self.listed.extend(s.metadata.name.clone());
+                self.apply(&s);
+            }
+            watcher::Event::Delete(s) => self.remove(s.metadata.name.as_deref().unwrap_or("")),
+            watcher::Event::Init => self.listed.clear(),
+            watcher::Event::InitDone => {
+                // One deleted while the watch was down sends no Delete.
+                let gone: Vec<String> = self.alive.difference(&self.listed).cloned().collect();
+                for name in gone {
+                    self.remove(&name);
+                }
+                self.listed_once = true;
+            }
         }
     }
 }
 
 impl WorkspaceWatch {
-    /// Starts watching `namespace/name`; returns once the first list is in (within
-    /// `within`, the caller's named budget), so a change after this call is not missed. What
-    /// the first list shows is not counted: a `Checkpointing` left by an earlier, failed
-    /// pause is not this pause's, and the state before the request is not its outcome.
+    /// Starts watching `namespace/name` and its PodSnapshots; returns once both first lists
+    /// are in (within `within`, the caller's named budget), so a change after this call is
+    /// not missed. A PodSnapshot watch that cannot start is left out (the steps then stamp
+    /// when they look); a Workspace watch that cannot start is the error.
     pub async fn start(
         client: &kube::Client,
         namespace: &str,
         name: &str,
         within: Duration,
     ) -> Result<Self, String> {
-        use futures::StreamExt;
-        use kube::runtime::{WatchStreamExt, watcher};
+        let (workspace, snapshots) = tokio::join!(
+            Watched::start(
+                Api::<Workspace>::namespaced(client.clone(), namespace),
+                watcher::Config::default().fields(&format!("metadata.name={name}")),
+                WorkspaceLog::default(),
+                within,
+                "the Workspace watch",
+            ),
+            Watched::start(
+                Api::<super::crd::PodSnapshot>::namespaced(client.clone(), namespace),
+                watcher::Config::default().labels(&format!(
+                    "{}={}",
+                    snapshots::TRIGGERED_BY,
+                    snapshots::trigger_name(name)
+                )),
+                SnapshotLog::default(),
+                within,
+                "the PodSnapshot watch",
+            ),
+        );
+        let snapshots = snapshots
+            .inspect_err(
+                |e| tracing::debug!(error = %e, "the steps stamp snapshots when they look"),
+            )
+            .ok();
+        Ok(Self {
+            workspace: workspace?,
+            snapshots,
+        })
+    }
 
-        let api: Api<Workspace> = Api::namespaced(client.clone(), namespace);
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(FirstSeen::default()));
-        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<()>();
-        let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
-        let record = seen.clone();
-        let task = tokio::spawn(async move {
-            let mut ready = Some(ready_tx);
-            let mut stream = watcher(api, cfg).default_backoff().boxed();
-            while let Some(ev) = stream.next().await {
-                match ev {
-                    Ok(watcher::Event::Apply(w)) => {
-                        record.lock().unwrap_or_else(|e| e.into_inner()).record(&w);
-                    }
-                    Ok(watcher::Event::InitDone) => {
-                        if let Some(tx) = ready.take() {
-                            let _ = tx.send(());
-                        }
-                    }
-                    _ => {}
-                }
-            }
-        });
-        match tokio::time::timeout(within, ready_rx).await {
-            Ok(Ok(())) => Ok(Self { seen, task }),
-            Ok(Err(_)) => Err("the Workspace watch ended before its first list".to_string()),
-            Err(_) => {
-                task.abort();
-                Err(format!(
-                    "the Workspace watch gave no first list within {within:?}"
-                ))
-            }
-        }
+    /// When PodSnapshot `name` was first seen Ready since [`Self::start`].
+    pub fn snapshot_ready(&self, name: &str) -> Option<Seen> {
+        let log = self.snapshots.as_ref()?.log();
+        log.ready.iter().find(|(n, _)| n == name).map(|(_, at)| *at)
+    }
+
+    /// When the last of the Workspace's PodSnapshots was seen gone, if none is left now.
+    pub fn snapshots_gone(&self) -> Option<Seen> {
+        self.snapshots.as_ref()?.log().gone
     }
 
     /// When the Workspace was first seen `Checkpointing` since [`Self::start`].
-    pub fn checkpointing(&self) -> Option<super::attempts::Seen> {
-        self.seen
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .checkpointing
+    pub fn checkpointing(&self) -> Option<Seen> {
+        self.workspace.log().checkpointing
     }
 
     /// When the Workspace was first seen in `state` since [`Self::start`].
-    pub fn first(&self, state: WorkspaceState) -> Option<super::attempts::Seen> {
-        self.seen
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .states
-            .iter()
-            .find(|(s, _)| *s == state)
-            .map(|(_, at)| *at)
-    }
-}
-
-impl Drop for WorkspaceWatch {
-    fn drop(&mut self) {
-        self.task.abort();
+    pub fn first(&self, state: WorkspaceState) -> Option<Seen> {
+        self.workspace.log().states.get(state)
     }
 }
 
@@ -253,6 +310,45 @@ fn is_checkpointing(w: &Workspace) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::platform::crd::PodSnapshot;
+
+    fn snapshot(name: &str, ready: bool) -> PodSnapshot {
+        let mut s = PodSnapshot::new(name, Default::default());
+        s.status = Some(serde_json::json!({"conditions": [
+            {"type": "Ready", "status": if ready { "True" } else { "False" }}
+        ]}));
+        s
+    }
+
+    /// A Ready snapshot in the first list is an earlier pause's: not stamped. One that turns
+    /// Ready after it is stamped once, at its first sighting; the last one gone is stamped,
+    /// also when a relist shows it gone (its Delete was missed while the watch was down).
+    #[test]
+    fn snapshots_are_stamped_when_the_watch_sees_them_change() {
+        let mut log = SnapshotLog::default();
+        log.event(watcher::Event::Init);
+        log.event(watcher::Event::InitApply(snapshot("old", true)));
+        log.event(watcher::Event::InitDone);
+        assert!(log.ready.is_empty());
+        log.event(watcher::Event::Apply(snapshot("new", false)));
+        assert!(log.ready.is_empty());
+        log.event(watcher::Event::Apply(snapshot("new", true)));
+        let first = log.ready.clone();
+        log.event(watcher::Event::Apply(snapshot("new", true)));
+        assert_eq!(log.ready, first);
+        assert_eq!(first.len(), 1);
+        assert_eq!(first[0].0, "new");
+        log.event(watcher::Event::Delete(snapshot("old", true)));
+        assert!(log.gone.is_none(), "one is left");
+        // The watch expired; `new` was deleted meanwhile and the relist lists nothing.
+        log.event(watcher::Event::Init);
+        log.event(watcher::Event::InitDone);
+        assert!(log.gone.is_some());
+        assert!(log.alive.is_empty());
+        // A new one coming back means they are not gone any more.
+        log.event(watcher::Event::Apply(snapshot("again", false)));
+        assert!(log.gone.is_none());
+    }
 
     fn trigger(status: serde_json::Value) -> PodSnapshotManualTrigger {
         let mut t = PodSnapshotManualTrigger::new("ws-x-trigger", Default::default());

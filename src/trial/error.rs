@@ -31,6 +31,17 @@ pub enum TrialError {
     /// The cluster no longer holds what the trial made.
     #[error("{0}")]
     Gone(String),
+    /// The Workspace was deleted and made again by someone else: a namesake with another
+    /// uid, which the trial leaves alone.
+    #[error(
+        "workspace {workspace} (uid {ours}) was replaced by a namesake (uid {theirs}); \
+         wsgate leaves the namesake alone"
+    )]
+    Replaced {
+        workspace: String,
+        ours: String,
+        theirs: String,
+    },
     /// A config value or an input the trial needs is missing or damaged.
     #[error("{0}")]
     Config(String),
@@ -73,6 +84,7 @@ impl TrialError {
             TrialError::Workspace(_)
             | TrialError::Api { .. }
             | TrialError::Gone(_)
+            | TrialError::Replaced { .. }
             | TrialError::PodWatch(_)
             | TrialError::WorkspaceWatch(_) => TARGET,
         }

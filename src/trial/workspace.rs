@@ -169,11 +169,11 @@ impl Trial {
             .await?
         };
         match seen.and_then(|w| w.metadata.uid) {
-            Some(uid) if uid != self.uid => Err(TrialError::Gone(format!(
-                "workspace {ns}/{name} (uid {}) was replaced by a namesake (uid {uid}); the \
-                 trial leaves the namesake alone",
-                self.uid
-            ))),
+            Some(theirs) if theirs != self.uid => Err(TrialError::Replaced {
+                workspace: format!("{ns}/{name}"),
+                ours: self.uid.clone(),
+                theirs,
+            }),
             _ => Ok(self.watch.as_ref().and_then(|w| w.first(state))),
         }
     }
@@ -181,6 +181,17 @@ impl Trial {
     /// When the Workspace was first seen `Checkpointing` after a watched pause.
     pub fn checkpointing(&self) -> Option<Seen> {
         self.watch.as_ref().and_then(WorkspaceWatch::checkpointing)
+    }
+
+    /// When PodSnapshot `name` was first seen Ready by the last watched pause or resume.
+    pub fn snapshot_ready_seen(&self, name: &str) -> Option<Seen> {
+        self.watch.as_ref().and_then(|w| w.snapshot_ready(name))
+    }
+
+    /// When the watch of the last watched pause or resume saw the last of the Workspace's
+    /// PodSnapshots gone (none is left now).
+    pub fn snapshots_gone_seen(&self) -> Option<Seen> {
+        self.watch.as_ref().and_then(WorkspaceWatch::snapshots_gone)
     }
 
     /// Starts the Workspace watch that sees what the next request does, within `within`
@@ -273,18 +284,12 @@ impl Trial {
         Ok(self.snapshot_ready)
     }
 
-    /// Requests the resume, with a pod watch of its own started first: every pod of the
-    /// workspace from here on is a restore attempt, even one cleaned up before anyone looks.
-    /// Returns when the resume was requested.
-    pub async fn resume(&mut self) -> Result<Seen, TrialError> {
-        let pods = self.attempt_watch().await?;
-        self.resume_under(pods).await
-    }
-
-    /// [`Trial::resume`] under a Workspace watch started first (within `within`), so the
-    /// moment it is Running again is stamped as it is seen.
+    /// Requests the resume, with a pod watch of its own started first (every pod of the
+    /// workspace from here on is a restore attempt, even one cleaned up before anyone
+    /// looks) and a Workspace watch, so the moment it is Running again is stamped as it is
+    /// seen. Both watches list within `within`. Returns when the resume was requested.
     pub async fn resume_watched(&mut self, within: Duration) -> Result<Seen, TrialError> {
-        let pods = self.attempt_watch().await?;
+        let pods = self.attempt_watch(within).await?;
         self.watch(within).await?;
         self.request_resume(pods).await
     }
@@ -298,8 +303,8 @@ impl Trial {
         self.request_resume(pods).await
     }
 
-    async fn attempt_watch(&self) -> Result<Arc<AttemptWatch>, TrialError> {
-        let pods = AttemptWatch::start(&self.client, &self.workspace.namespace)
+    async fn attempt_watch(&self, within: Duration) -> Result<Arc<AttemptWatch>, TrialError> {
+        let pods = AttemptWatch::start(&self.client, &self.workspace.namespace, within)
             .await
             .map_err(TrialError::PodWatch)?;
         pods.mark_resumed();

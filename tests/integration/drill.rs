@@ -213,7 +213,9 @@ async fn the_attempt_watch_sees_a_duplicate_restore_attempt_that_is_cleaned_up()
             .await
             .unwrap();
         state(name, WorkspaceState::Paused).await;
-        let watch = AttemptWatch::start(&client, "wsgate-test").await.unwrap();
+        let watch = AttemptWatch::start(&client, "wsgate-test", std::time::Duration::from_secs(10))
+            .await
+            .unwrap();
         watch.mark_resumed();
         ws::set_paused(&client, "wsgate-test", name, &uid, false)
             .await

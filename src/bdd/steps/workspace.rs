@@ -253,7 +253,12 @@ async fn snapshot_ready(w: &mut WsWorld) -> StepResult {
         .extend(snaps.iter().filter_map(|s| s.metadata.uid.clone()));
     match snaps.iter().find(|s| snapshots::is_ready(s)) {
         Some(s) => {
-            w.mark(Mark::SnapshotReady, s.metadata.name.clone());
+            // When the pause's watch saw it turn Ready; now (later) if it has not yet.
+            let name = s.metadata.name.clone().unwrap_or_default();
+            match w.trial()?.snapshot_ready_seen(&name) {
+                Some(seen) => w.mark_observed_at(Mark::SnapshotReady, seen.at, Some(name)),
+                None => w.mark(Mark::SnapshotReady, Some(name)),
+            }
             Ok(())
         }
         None => Err(format!(
@@ -295,7 +300,11 @@ async fn snapshots_gone(w: &mut WsWorld, budget: String) -> StepResult {
         w.snapshots_seen
             .extend(snaps.iter().filter_map(|s| s.metadata.uid.clone()));
         if snaps.is_empty() {
-            w.mark(Mark::SnapshotsCleanedUp, None);
+            // When the resume's watch saw the last one go; now if it has not yet.
+            match w.trial()?.snapshots_gone_seen() {
+                Some(seen) => w.mark_observed_at(Mark::SnapshotsCleanedUp, seen.at, None),
+                None => w.mark(Mark::SnapshotsCleanedUp, None),
+            }
             return Ok(());
         }
         if tokio::time::Instant::now() >= deadline {
