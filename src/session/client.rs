@@ -40,6 +40,7 @@ pub struct JupyterClient {
     auth: HeaderMap,
     xsrf: XsrfCookie,
     insecure: bool,
+    request_timeout: Option<Duration>,
 }
 
 impl std::fmt::Debug for JupyterClient {
@@ -49,6 +50,29 @@ impl std::fmt::Debug for JupyterClient {
             .field("insecure", &self.insecure)
             .finish_non_exhaustive()
     }
+}
+
+/// Why a request got no answer, in words: a timeout names the budget it ran out of (a
+/// server that takes the connection and never answers), anything else its innermost cause
+/// (refused, DNS, TLS), which reqwest's own message leaves out.
+fn unreachable_cause(source: &reqwest::Error, request_timeout: Option<Duration>) -> String {
+    if source.is_timeout() {
+        return match request_timeout {
+            Some(limit) => format!(
+                "timed out: no answer within {} (the server took the connection and never \
+                 answered)",
+                super::error::human(limit)
+            ),
+            None => "timed out connecting (10 s)".to_owned(),
+        };
+    }
+    let mut cause = source.to_string();
+    let mut inner: Option<&dyn std::error::Error> = std::error::Error::source(source);
+    while let Some(e) = inner {
+        cause = format!("{cause}: {e}");
+        inner = e.source();
+    }
+    cause
 }
 
 impl JupyterClient {
@@ -77,6 +101,7 @@ impl JupyterClient {
             auth: headers,
             xsrf: XsrfCookie::default(),
             insecure: options.insecure_skip_tls_verify,
+            request_timeout: options.request_timeout,
         })
     }
 
@@ -190,6 +215,7 @@ impl JupyterClient {
     fn unreachable(&self, source: reqwest::Error) -> SessionError {
         SessionError::Unreachable {
             url: self.base.to_string(),
+            cause: unreachable_cause(&source, self.request_timeout),
             source,
         }
     }

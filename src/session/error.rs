@@ -24,9 +24,11 @@ pub enum SessionError {
         source: reqwest::Error,
     },
     /// Connecting or sending failed (refused, DNS, TLS, reset).
-    #[error("cannot reach the Jupyter server at {url}: {source}")]
+    #[error("cannot reach the Jupyter server at {url}: {cause}")]
     Unreachable {
         url: String,
+        /// The reason in words, with the whole source chain.
+        cause: String,
         #[source]
         source: reqwest::Error,
     },

@@ -782,6 +782,26 @@ async fn probe_works_against_a_tokenless_server_like_kubeflows_images() {
             .await
             .expect("probe mark succeeds without a token");
         assert_eq!(code, exit_code::SUCCESS);
+        // `check` pointed at a server that takes the connection and never answers ends
+        // within its connect budget, exit 3, instead of waiting for ever (#13).
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let silent_url = format!("http://{}/", silent.local_addr().unwrap());
+        let held = std::thread::spawn(move || {
+            let mut conns = Vec::new();
+            for c in silent.incoming().flatten().take(8) {
+                conns.push(c);
+            }
+        });
+        let err = probe::run(&ProbeCommand::Check(ProbeArgs {
+            url: silent_url,
+            connect_budget: Duration::from_secs(2),
+            ..args.clone()
+        }))
+        .await
+        .expect_err("a server that never answers is an error");
+        assert_eq!(err.exit_code(), exit_code::TARGET, "{err}");
+        assert!(err.to_string().contains("timed out"), "{err}");
+        drop(held);
         server.process.freeze().unwrap();
         tokio::time::sleep(Duration::from_millis(500)).await;
         server.process.thaw().unwrap();
