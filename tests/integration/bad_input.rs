@@ -196,6 +196,8 @@ async fn unclear_cases_say_what_to_do() {
     // A kubeconfig whose CA is another server's: the certificate is named, not "unreachable".
     let a = crate::common::start_sim().await;
     let b = crate::common::start_sim().await;
+    // Whatever these commands do, the cluster they were pointed at stays as it was.
+    let before = world(&a);
     let dir = tempfile::tempdir().unwrap();
     let kc = dir.path().join("kc.yaml");
     a.write_kubeconfig(&kc).unwrap();
@@ -304,6 +306,8 @@ async fn unclear_cases_say_what_to_do() {
         wsgate::exit_code::USAGE,
         "profile `/nowhere.toml` not found",
     );
+    let changed = changes(&before, &world(&a));
+    assert!(changed.is_empty(), "{changed:?}");
 }
 
 mod fuzz {

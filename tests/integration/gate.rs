@@ -132,6 +132,20 @@ async fn prepare_and_verify_in_separate_processes() {
     entries.push(json!({"group": "", "version": "v1", "kind": "Namespace",
                         "plural": "namespaces", "namespace": null,
                         "name": "kubeflow-workspaces", "uid": null}));
+    // A run id that is empty or a selector would select other runs' objects (or every
+    // object with the label): verify refuses the state before anything is touched.
+    for bad in ["", "r1,team=ml"] {
+        let mut bad_run = tampered.clone();
+        bad_run["run_id"] = json!(bad);
+        std::fs::write(&state_path, serde_json::to_string(&bad_run).unwrap()).unwrap();
+        let o = gate(&kubeconfig, dir.path(), "verify", &[]).await;
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(wsgate::exit_code::USAGE), "{out}");
+        assert!(out.contains("the state file's run_id"), "{out}");
+        let ws = workspaces.get(&state.workspace).await.unwrap();
+        assert_eq!(ws.status.unwrap().state.to_string(), "Paused", "{out}");
+        assert!(secrets.get_opt("theirs").await.unwrap().is_some(), "{out}");
+    }
     std::fs::write(&state_path, serde_json::to_string(&tampered).unwrap()).unwrap();
 
     let o = gate(&kubeconfig, dir.path(), "verify", &[]).await;
