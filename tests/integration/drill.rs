@@ -269,8 +269,16 @@ fn a_drill_stops_starting_workspaces_at_its_first_failure() {
         out.contains("had started 2 of its 6 workspaces; none was started after this failure"),
         "{out}"
     );
+    // Workspace names are `wsgate-drill-<drill id>-<index>`: none past index 001 appears
+    // (the run id carries the time of day, so a bare `-002` is no test).
+    let indexes: Vec<&str> = out
+        .split("wsgate-drill-")
+        .skip(1)
+        .filter_map(|rest| rest.get(7..10))
+        .collect();
+    assert!(!indexes.is_empty(), "{out}");
     assert!(
-        !out.contains("-002"),
-        "a third workspace was started: {out}"
+        indexes.iter().all(|i| *i == "000" || *i == "001"),
+        "a third workspace was started ({indexes:?}): {out}"
     );
 }
