@@ -170,10 +170,16 @@ fn read_matrix(path: &Path) -> Result<Matrix, String> {
             path.display()
         ));
     }
+    // The specification is the section below the table; a fault named only in the table
+    // (or in the prose above it) has not been given its conclusion.
+    const SPEC: &str = "## What each fault means, and what a correct harness must conclude";
+    let Some((_, spec)) = text.split_once(SPEC) else {
+        return Err(format!("{} has no section {SPEC:?}", path.display()));
+    };
     let unspecified: Vec<String> = Fault::ALL
         .iter()
         .map(|f| f.name())
-        .filter(|n| !text.contains(&format!("`{n}`")))
+        .filter(|n| !spec.contains(&format!("`{n}`")))
         .collect();
     if !unspecified.is_empty() {
         return Err(format!(
