@@ -47,7 +47,7 @@ pub async fn drill(args: DrillArgs) -> Result<i32, CommandError> {
     let mut cfg = resolved.config;
     let run_id = super::run::new_run_id();
     let retry = crate::platform::retry::RetryPolicy::from_config(&cfg.api);
-    let (client, sim, quota, sample_annotations) = match cfg.target.kind {
+    let (client, sim, quota, sample_annotations, target_words) = match cfg.target.kind {
         TargetKind::Sim => {
             let gpus = args.gpus;
             let sim = super::run::start_simulator_with(&cfg, |p| {
@@ -71,21 +71,28 @@ pub async fn drill(args: DrillArgs) -> Result<i32, CommandError> {
                 "jupyter".to_string(),
             )]
             .into();
+            let words = format!(
+                "the embedded simulator at {} (not a real cluster)",
+                sim.url()
+            );
             (
                 target::connect(sim.config().await?, retry).await?,
                 Some(sim),
                 false,
                 annotations,
+                words,
             )
         }
         TargetKind::Cluster => {
             let kc = target::cluster_config(&cfg.target).await?;
             say(&format!("target: cluster at {}", kc.cluster_url));
+            let words = format!("the cluster at {}", kc.cluster_url);
             (
                 target::connect(kc, retry).await?,
                 None,
                 true,
                 Default::default(),
+                words,
             )
         }
     };
@@ -149,6 +156,11 @@ pub async fn drill(args: DrillArgs) -> Result<i32, CommandError> {
     let redactor = crate::report::Redactor::new(vec![plan.token.expose().to_string()]);
     match crate::report::write_json(&report, &cfg.reports.dir, &run_id, "drill.json", &redactor) {
         Ok(path) => say(&format!("report written to {}", path.display())),
+        Err(e) => eprintln!("warning: {e}"),
+    }
+    let page = report.html(&run_id, &target_words);
+    match crate::report::write_page(&page, &cfg.reports.dir, &run_id, "drill.html", &redactor) {
+        Ok(path) => say(&format!("page written to {}", path.display())),
         Err(e) => eprintln!("warning: {e}"),
     }
     let problems = report.problems();

@@ -174,6 +174,11 @@ async fn verify(args: VerifyArgs) -> Result<i32, CommandError> {
         Ok(path) => say(&format!("result written to {}", path.display())),
         Err(e) => eprintln!("warning: {e}"),
     }
+    let page = outcome.html(&state.run_id, &format!("the cluster at {server}"));
+    match crate::report::write_page(&page, dir, &state.run_id, "gate-verify.html", &redactor) {
+        Ok(path) => say(&format!("page written to {}", path.display())),
+        Err(e) => eprintln!("warning: {e}"),
+    }
     let leaks: Vec<_> = outcome.cleanup.iter().filter(|r| r.is_leak()).collect();
     for l in &leaks {
         eprintln!("leak: {} {:?}", l.object, l.outcome);

@@ -5,6 +5,7 @@
 //! time; nothing lost. A workspace that is Running and checked is deleted, giving its GPU to
 //! the next one, as users finishing their work would.
 
+mod page;
 pub mod stats;
 
 use std::collections::BTreeMap;

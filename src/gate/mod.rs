@@ -5,6 +5,7 @@
 //! and holds no secret: the Jupyter token stays in the namespace's Secret, the nonce is sealed.
 //! Both halves are the trial's steps ([`crate::trial`]), split by the upgrade.
 
+mod page;
 mod prepare;
 mod state;
 mod verify;

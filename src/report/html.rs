@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::failure::failure_summary;
 use super::fmt::{KEY_PHASES, bytes, duration, html, phase_label};
-use super::markdown::{icon, target_words};
+use super::markdown::target_words;
 use super::model::{RunReport, ScenarioReport, StepStatus};
 use super::svg;
 use crate::platform::ledger::CleanupOutcome;
@@ -27,16 +27,58 @@ svg text{font:11px system-ui,sans-serif;fill:#1f2328}svg text.mark,svg text.band
 svg text.hi,svg text.mark-end{text-anchor:end}svg .axis{stroke:#57606a;stroke-width:1.5}svg .tick{stroke:#57606a;stroke-width:2}\
 svg .lead{stroke:#afb8c1;stroke-dasharray:2 2}svg .gap{fill:#fff;stroke:#afb8c1;stroke-dasharray:3 3}\
 svg .b-pause{fill:#f5a524}svg .b-resume{fill:#4b8df8}svg .b-wait{fill:#e5534b}svg .b-cell{fill:#2da44e}svg .open{opacity:.45;stroke:#1f2328;stroke-dasharray:4 2}\
-svg text.band{fill:#fff;font-weight:600}svg .bar{fill:#4b8df8}figure{margin:12px 0}figcaption{font-weight:600}";
+svg text.band{fill:#fff;font-weight:600}svg .bar{fill:#4b8df8}figure{margin:12px 0}figcaption{font-weight:600}\
+svg.status{vertical-align:-3px}.warning{color:#9a6700}";
+
+/// A whole page: `body` (HTML) under the title `title` (text), with the one stylesheet.
+/// The drill's and the gate's pages are built on it, so all of wsgate's pages read alike.
+pub fn page(title: &str, body: &str) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>{CSS}</style></head><body>\n{body}</body></html>\n",
+        html(title)
+    )
+}
+
+/// How an outcome is marked in a page: drawn as inline SVG, so that it shows in a browser
+/// without an emoji font (a headless browser with only a distribution's default fonts
+/// drew the emoji marks as empty boxes). `status` is `passed`, `failed`, `warning` or
+/// anything else (`skipped`: grey); the SVG carries it as `data-status` and as its
+/// accessible name.
+pub fn status_mark(status: &str) -> String {
+    let (fill, path) = match status {
+        "passed" => (MARK_PASSED, "M4.5 8.5l2.3 2.3 4.7-5"),
+        "failed" => (MARK_FAILED, "M5 5l6 6M11 5l-6 6"),
+        "warning" => (MARK_WARNING, "M8 4.2v4.6M8 11.3v.3"),
+        _ => (MARK_SKIPPED, "M4.8 8h6.4"),
+    };
+    let status = html(status);
+    format!(
+        "<svg class=\"status\" data-status=\"{status}\" width=\"16\" height=\"16\" viewBox=\"0 0 16 16\" role=\"img\" aria-label=\"{status}\"><title>{status}</title><circle cx=\"8\" cy=\"8\" r=\"8\" fill=\"{fill}\"/><path d=\"{path}\" stroke=\"#fff\" stroke-width=\"2\" stroke-linecap=\"round\" fill=\"none\"/></svg>"
+    )
+}
+
+/// The marks' fill colours: used nowhere else on a page, so a screenshot shows whether
+/// the marks were drawn.
+pub const MARK_PASSED: &str = "#1f883d";
+pub const MARK_FAILED: &str = "#d1242f";
+pub const MARK_WARNING: &str = "#bf8700";
+pub const MARK_SKIPPED: &str = "#8c959f";
+
+/// Whether `c` is drawn from an emoji or symbol font (dingbats such as ✔ ✘, pictographs
+/// such as ✅ ❌, the emoji variation selector): where no such font is installed, a browser
+/// shows an empty box. Pages use [`status_mark`] instead.
+pub fn needs_emoji_font(c: char) -> bool {
+    matches!(c as u32, 0x2600..=0x27BF | 0x2B00..=0x2BFF | 0xFE0F | 0x1F000..=0x1FAFF)
+}
+
+/// A histogram of `values` as an inline SVG figure titled `label` (none for no values).
+pub fn histogram(label: &str, values: &[Duration]) -> Option<String> {
+    svg::histogram(label, values)
+}
 
 /// The HTML page of `report`.
 pub fn html_page(report: &RunReport) -> String {
     let mut out = String::new();
-    let _ = write!(
-        out,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>wsgate run {}</title><style>{CSS}</style></head><body>\n",
-        html(&report.run_id)
-    );
     header(&mut out, report);
     table(&mut out, report);
     histograms(&mut out, report);
@@ -44,8 +86,7 @@ pub fn html_page(report: &RunReport) -> String {
         scenario(&mut out, i, s);
     }
     cleanup(&mut out, report);
-    out.push_str("</body></html>\n");
-    out
+    page(&format!("wsgate run {}", report.run_id), &out)
 }
 
 fn header(out: &mut String, r: &RunReport) {
@@ -89,7 +130,7 @@ fn table(out: &mut String, r: &RunReport) {
         let _ = write!(
             out,
             "<tr><td>{}</td><td><a href=\"#s{i}\">{}</a></td><td>{}</td><td>{}</td>",
-            icon(s.status),
+            status_mark(s.status.as_str()),
             html(&s.name),
             html(&s.feature),
             s.verdict
@@ -127,7 +168,7 @@ fn scenario(out: &mut String, i: usize, s: &ScenarioReport) {
     let _ = write!(
         out,
         "<section class=\"scenario\" id=\"s{i}\"><h3>{} {}</h3><p>{} <span class=\"{}\">{}</span>",
-        icon(s.status),
+        status_mark(s.status.as_str()),
         html(&s.name),
         html(&s.feature),
         s.status.as_str(),

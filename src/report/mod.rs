@@ -30,4 +30,6 @@ pub use model::{
 };
 pub use redact::{Redactor, redact_volatile};
 pub use table::phase_table;
-pub use write::{FILES, read_report, write_all, write_all_to, write_json, write_rendered};
+pub use write::{
+    FILES, read_report, write_all, write_all_to, write_json, write_page, write_rendered,
+};

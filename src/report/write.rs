@@ -59,6 +59,22 @@ pub fn write_all_to(
     Ok(written)
 }
 
+/// Writes one command's own page (`drill.html`, `gate-verify.html`, built on
+/// [`super::html::page`]) as `<dir>/<run-id>/<name>`, through the same redaction and atomic
+/// write as the run's reports.
+pub fn write_page(
+    page: &str,
+    dir: &Path,
+    run_id: &str,
+    name: &str,
+    redactor: &Redactor,
+) -> Result<PathBuf, ReportError> {
+    check_run_id(run_id)?;
+    let run_dir = dir.join(run_id);
+    create_dir(&run_dir)?;
+    write_file(&run_dir.join(name), &redactor.redact(page))
+}
+
 /// Writes one command's own result (`drill.json`, `gate-verify.json`) as
 /// `<dir>/<run-id>/<name>`, through the same redaction and atomic write as the run's reports.
 pub fn write_json(

@@ -185,6 +185,17 @@ async fn prepare_and_verify_in_separate_processes() {
     assert_eq!(result["verdict"], "restored");
     assert_eq!(result["restore"]["kind"], "Restored");
     assert_eq!(result["attempts"], 1);
+    // The same result as a page beside it, redacted like the JSON.
+    let page = std::fs::read_to_string(
+        dir.path()
+            .join("reports")
+            .join(&state.run_id)
+            .join("gate-verify.html"),
+    )
+    .unwrap();
+    assert!(page.contains("PASS: restored across the upgrade"), "{page}");
+    assert!(page.contains("data-status=\"passed\""), "{page}");
+    assert!(page.contains("<h2>Restore verdict</h2>"), "{page}");
     // The platform's PodRestored, waited for, names the PodSnapshot by its name.
     let snap = state.snapshot.clone().unwrap();
     assert_ne!(snap.name, snap.uid);

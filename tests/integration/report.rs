@@ -346,6 +346,28 @@ fn the_html_page_is_self_contained_with_a_timeline_per_scenario_and_histograms_f
     for external in ["src=", "<link", "<script", "url(", "href=\"http", "@import"] {
         assert!(!page.contains(external), "external reference {external}");
     }
+    // Every scenario's status is drawn (table row and heading), none needs an emoji font.
+    for status in [
+        report::ScenarioStatus::Passed,
+        report::ScenarioStatus::Failed,
+        report::ScenarioStatus::Skipped,
+    ] {
+        let n = a.scenarios.iter().filter(|s| s.status == status).count();
+        assert_eq!(
+            page.matches(&format!("data-status=\"{}\"", status.as_str()))
+                .count(),
+            2 * n,
+            "{status:?}"
+        );
+    }
+    let boxes: Vec<char> = page
+        .chars()
+        .filter(|c| report::html::needs_emoji_font(*c))
+        .collect();
+    assert!(
+        boxes.is_empty(),
+        "characters a browser without an emoji font draws as boxes: {boxes:?}"
+    );
     let with_timeline = a
         .scenarios
         .iter()
@@ -551,5 +573,190 @@ fn cost_reads_the_cycles_from_a_report() {
         Some(wsgate::exit_code::USAGE),
         "{}",
         text(&o)
+    );
+}
+
+/// The headless browser the page tests render with: `WSGATE_TEST_BROWSER`, else Debian's
+/// `chromium-headless-shell` or `chromium` on the PATH. Under CI one must exist (`.ci/run`
+/// installs it); elsewhere the test says it was skipped.
+fn browser() -> Option<PathBuf> {
+    if let Some(b) = std::env::var_os("WSGATE_TEST_BROWSER") {
+        return Some(PathBuf::from(b));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for name in ["chromium-headless-shell", "chromium"] {
+        for dir in std::env::split_paths(&path) {
+            let candidate = dir.join(name);
+            if candidate.is_file() {
+                return Some(candidate);
+            }
+        }
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "no headless browser: install Debian's chromium-headless-shell (.ci/run does)"
+    );
+    eprintln!("SKIPPED: no chromium-headless-shell or chromium on the PATH");
+    None
+}
+
+/// `page` as the browser loads it: its DOM after parsing, and a screenshot of the first
+/// 1200x800 pixels as RGB rows.
+fn render(browser: &Path, page: &Path, dir: &Path) -> (String, Vec<[u8; 3]>) {
+    let url = format!("file://{}", page.display());
+    let common = [
+        "--no-sandbox",
+        "--disable-gpu",
+        "--headless",
+        "--hide-scrollbars",
+    ];
+    let o = crate::common::within(60, browser)
+        .args(common)
+        .arg("--dump-dom")
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let dom = String::from_utf8(o.stdout).unwrap();
+    let shot = dir.join("shot.png");
+    let o = crate::common::within(60, browser)
+        .args(common)
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg("--window-size=1200,800")
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let channels = match info.color_type {
+        png::ColorType::Rgb => 3,
+        png::ColorType::Rgba => 4,
+        other => panic!("unexpected screenshot colour type {other:?}"),
+    };
+    let pixels = buf[..info.buffer_size()]
+        .chunks_exact(channels)
+        .map(|p| [p[0], p[1], p[2]])
+        .collect();
+    (dom, pixels)
+}
+
+/// `text` as a browser serialises it in its DOM (only `&`, `<` and `>` escaped).
+fn dom_text(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// How many pixels have exactly the colour `hex` (`#rrggbb`).
+fn pixels_of(pixels: &[[u8; 3]], hex: &str) -> usize {
+    let v = u32::from_str_radix(hex.trim_start_matches('#'), 16).unwrap();
+    let rgb = [(v >> 16) as u8, (v >> 8) as u8, v as u8];
+    pixels.iter().filter(|p| **p == rgb).count()
+}
+
+/// The HTML report of a run and a drill's page, as a person sees them: rendered by a
+/// headless Chromium with only the distribution's fonts. The status marks are drawn (their
+/// colours are in the screenshot; emoji marks came out as empty boxes), and the DOM has
+/// every scenario row with its verdict and key phases, and every workspace of the drill.
+#[test]
+fn the_html_pages_render_in_a_headless_browser_with_every_row_verdict_and_phase() {
+    let Some(browser) = browser() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = fixture_path("nightly-b.json");
+    let o = wsgate(&[
+        "report",
+        fixture.to_str().unwrap(),
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let run = report::read_report(&fixture).unwrap();
+    let (dom, pixels) = render(&browser, &dir.path().join("report.html"), dir.path());
+    let table = &dom[dom.find("<table>").unwrap()..];
+    let table = &table[..table.find("</table>").unwrap()];
+    assert_eq!(
+        table.matches("<tr>").count(),
+        run.scenarios.len() + 1,
+        "{table}"
+    );
+    for (i, s) in run.scenarios.iter().enumerate() {
+        let row = table.split("<tr>").nth(i + 2).unwrap();
+        assert!(row.contains(&dom_text(&s.name)), "{} in {row}", s.name);
+        assert!(
+            row.contains(&format!("data-status=\"{}\"", s.status.as_str())),
+            "{row}"
+        );
+        if let Some(v) = &s.verdict {
+            assert!(
+                row.contains(&format!("<td>{}</td>", dom_text(&v.label()))),
+                "{row}"
+            );
+        }
+        for (name, _) in report::KEY_PHASES {
+            if let Some(d) = s.phase(name) {
+                assert!(row.contains(&report::fmt::duration(d)), "{name} in {row}");
+            }
+        }
+    }
+    let count =
+        |status: ScenarioStatus| run.scenarios.iter().filter(|s| s.status == status).count();
+    assert!(count(ScenarioStatus::Passed) > 0 && count(ScenarioStatus::Failed) > 0);
+    use report::html::{MARK_FAILED, MARK_PASSED, MARK_SKIPPED};
+    for (status, colour) in [
+        (ScenarioStatus::Passed, MARK_PASSED),
+        (ScenarioStatus::Failed, MARK_FAILED),
+        (ScenarioStatus::Skipped, MARK_SKIPPED),
+    ] {
+        // A 16 px disc is about 200 pixels, less its white stroke.
+        let drawn = pixels_of(&pixels, colour);
+        assert!(
+            drawn >= 60 * count(status),
+            "{status:?}: {drawn} pixels of {colour} for {} marks: the marks were not drawn",
+            count(status)
+        );
+    }
+
+    // A drill's page: a real drill of 3 workspaces on 2 GPUs against the simulator.
+    let reports = dir.path().join("drill");
+    let o = wsgate(&[
+        "drill",
+        "--workspaces",
+        "3",
+        "--gpus",
+        "2",
+        "--sample",
+        "0",
+        "--set",
+        &format!("reports.dir={}", reports.display()),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let run_dir = std::fs::read_dir(&reports)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("drill.json")).unwrap())
+            .unwrap();
+    let (dom, pixels) = render(&browser, &run_dir.join("drill.html"), dir.path());
+    let results = json["results"].as_array().unwrap();
+    assert_eq!(results.len(), 3);
+    for r in results {
+        let name = r["name"].as_str().unwrap();
+        let row = dom
+            .split("<tr>")
+            .find(|row| row.contains(&format!("<td>{name}</td>")))
+            .unwrap_or_else(|| panic!("no row for {name}: {dom}"));
+        assert!(row.contains(r["verdict"].as_str().unwrap()), "{row}");
+        assert!(row.contains("data-status=\"passed\""), "{row}");
+    }
+    assert!(dom.contains("3 of 3 ended restored"), "{dom}");
+    assert!(
+        pixels_of(&pixels, MARK_PASSED) >= 60 * 4,
+        "the drill's marks were not drawn"
     );
 }
