@@ -1,17 +1,20 @@
-//! Benchmark of `wsgate drill` at scale: 200 paused workspaces resume at once on 20 GPUs
-//! (the simulator's `none` runtime, no kernel sample), through the harness's own
-//! `drill::run` over HTTPS against the embedded simulator in this process. Prints figures;
-//! asserts nothing.
+//! Benchmark of `wsgate drill` at scale: N paused workspaces resume at once on M GPUs (the
+//! simulator's `none` runtime, no kernel sample), through the harness's own `drill::run`
+//! over HTTPS. Prints figures; asserts nothing.
 //!
-//! - wall time of the preparation (create, Running, pause, Paused, 20 at a time) and of the
-//!   contended resume;
+//! `cargo bench --bench drill [-- N M [--sim-process]]` (optimised; default 200 on 20).
+//!
+//! - wall time of the preparation (create, Running, pause, Paused, M at a time) and of the
+//!   contended resume, next to the simulator's deliberate delays per GPU lane;
 //! - API requests per workspace lifecycle (everything the harness sent, discovery included,
 //!   divided by the workspaces), next to the target "watch-based: under 15";
-//! - the simulator's own queueing: the sum and p99 of its controllers' reaction lag, and its
-//!   deliberate delays (checkpoints, restores), next to the wall time;
-//! - resident memory of the process (harness and simulator together: they share it).
-//!
-//! `cargo bench --bench drill` (optimised).
+//! - the simulator's own queueing: the sum and p99 of its controllers' reaction lag;
+//! - memory. In-process (the default) harness and simulator share one process, so only
+//!   their sum is known. With `--sim-process` the simulator runs as `wsgate sim` (the
+//!   binary this bench was built with, from a profile written here), and the figures are
+//!   apart: the harness's peak RSS (this process's `VmHWM`) and the simulator's. The
+//!   simulator's controller and request figures live in its process and are not printed
+//!   then.
 
 use std::time::Instant;
 
@@ -22,16 +25,14 @@ use wsgate::platform::target;
 use wsgate::sim::profile::{RuntimeKind, SimProfile};
 use wsgate::sim::{SimHandle, SimOptions};
 
-const WORKSPACES: usize = 200;
-const GPUS: u32 = 20;
-
-fn rss_mib() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
+/// A figure of `/proc/<pid>/status` in MiB (`VmRSS` now, `VmHWM` the peak).
+fn mem_mib(pid: &str, field: &str) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
             let kb = s
                 .lines()
-                .find(|l| l.starts_with("VmRSS:"))?
+                .find(|l| l.starts_with(field))?
                 .split_whitespace()
                 .nth(1)?
                 .parse::<f64>()
@@ -41,23 +42,124 @@ fn rss_mib() -> f64 {
         .unwrap_or(f64::NAN)
 }
 
+fn rss_mib() -> f64 {
+    mem_mib("self", "VmRSS:")
+}
+
+/// The bench's arguments: N, M and `--sim-process`, in any order (cargo adds `--bench`).
+struct Size {
+    workspaces: usize,
+    gpus: u32,
+    sim_process: bool,
+}
+
+fn size() -> Size {
+    let mut numbers = Vec::new();
+    let mut sim_process = false;
+    for arg in std::env::args().skip(1) {
+        match arg.as_str() {
+            "--sim-process" => sim_process = true,
+            "--bench" => {}
+            n => numbers.push(n.parse::<u64>().unwrap_or_else(|_| {
+                eprintln!(
+                    "usage: cargo bench --bench drill -- [N M] [--sim-process]; not a number: {n}"
+                );
+                std::process::exit(2)
+            })),
+        }
+    }
+    let (workspaces, gpus) = match numbers[..] {
+        [] => (200, 20),
+        [n, m] if m > 0 && m < n => (n as usize, m as u32),
+        _ => {
+            eprintln!("usage: cargo bench --bench drill -- [N M] [--sim-process], 0 < M < N");
+            std::process::exit(2)
+        }
+    };
+    Size {
+        workspaces,
+        gpus,
+        sim_process,
+    }
+}
+
+/// `wsgate sim` in its own process, stopped (SIGTERM, then killed) when dropped.
+struct SimProcess {
+    child: std::process::Child,
+    _dir: tempfile::TempDir,
+    kubeconfig: std::path::PathBuf,
+}
+
+impl SimProcess {
+    fn start(gpus: u32) -> SimProcess {
+        let default = wsgate::sim::profile::DEFAULT_PROFILE;
+        let profile = default
+            .replacen("count = 2", &format!("count = {gpus}"), 1)
+            .replace("kind = \"jupyter\"", "kind = \"none\"");
+        assert!(
+            profile.contains(&format!("count = {gpus}")) && profile.contains("kind = \"none\""),
+            "the default profile changed its layout: edit the bench"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("drill-bench.toml");
+        std::fs::write(&path, profile).unwrap();
+        let kubeconfig = dir.path().join("kubeconfig.yaml");
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_wsgate"))
+            .arg("sim")
+            .arg("--sim-profile")
+            .arg(&path)
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .current_dir(dir.path())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("start wsgate sim");
+        let deadline = Instant::now() + std::time::Duration::from_secs(60);
+        while !kubeconfig.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "wsgate sim wrote no kubeconfig in 60 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        SimProcess {
+            child,
+            _dir: dir,
+            kubeconfig,
+        }
+    }
+
+    fn pid(&self) -> String {
+        self.child.id().to_string()
+    }
+}
+
+impl Drop for SimProcess {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + std::time::Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 fn main() {
     wsgate::install_crypto_provider();
+    let size = size();
     if cfg!(debug_assertions) {
         println!("NOTE: figures from a DEBUG build (unoptimised); a release build is faster");
     }
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let mut profile =
-            SimProfile::parse("default", wsgate::sim::profile::DEFAULT_PROFILE).unwrap();
-        profile.runtime.kind = RuntimeKind::None;
-        for pool in profile.node_pools.iter_mut().filter(|p| p.gpus_per_node > 0) {
-            pool.count = GPUS;
-            pool.gpus_per_node = 1;
-        }
-        let mut opts = SimOptions::with_platform();
-        opts.platform.as_mut().unwrap().profile = profile;
-        let sim = SimHandle::start(opts).await.unwrap();
         let cfg = wsgate::config::load(&wsgate::config::LoadRequest {
             profile: None,
             env: Default::default(),
@@ -65,15 +167,10 @@ fn main() {
         })
         .unwrap()
         .config;
-        let client = target::connect(sim.config().await.unwrap(), RetryPolicy::default())
-            .await
-            .unwrap();
-        let rss_before = rss_mib();
-        let requests_before = sim.api_fault_counts().requests;
         let run_id = "bench-drill".to_string();
         let plan = DrillPlan {
-            workspaces: WORKSPACES,
-            gpus: GPUS,
+            workspaces: size.workspaces,
+            gpus: size.gpus,
             sample: 0,
             quota: false,
             sample_annotations: Default::default(),
@@ -81,6 +178,61 @@ fn main() {
             labels: ledger::labels(&run_id, chrono::Utc::now() + chrono::Duration::hours(1)),
             token: wsgate::session::Secret::new("bench-token"),
         };
+        if size.sim_process {
+            let sim = SimProcess::start(size.gpus);
+            let yaml = std::fs::read_to_string(&sim.kubeconfig).unwrap();
+            let config = kube::Config::from_custom_kubeconfig(
+                kube::config::Kubeconfig::from_yaml(&yaml).unwrap(),
+                &Default::default(),
+            )
+            .await
+            .unwrap();
+            let client = target::connect(config, RetryPolicy::default()).await.unwrap();
+            let harness_before = rss_mib();
+            let sim_before = mem_mib(&sim.pid(), "VmRSS:");
+            let mut ledger = Ledger::default();
+            let started = Instant::now();
+            let report = drill::run(&client, &cfg, &plan, &mut ledger, &|_| {})
+                .await
+                .unwrap();
+            let wall = started.elapsed().as_secs_f64();
+            print_drill(&size, &report, wall);
+            println!(
+                "memory, apart (the simulator is `wsgate sim`, pid {}): harness RSS {harness_before:.0} \
+                 MiB before, {:.0} MiB after, peak {:.0} MiB; simulator RSS {sim_before:.0} MiB \
+                 before, {:.0} MiB after, peak {:.0} MiB",
+                sim.pid(),
+                rss_mib(),
+                mem_mib("self", "VmHWM:"),
+                mem_mib(&sim.pid(), "VmRSS:"),
+                mem_mib(&sim.pid(), "VmHWM:"),
+            );
+            let _ = ledger
+                .cleanup(
+                    &client,
+                    &wsgate::platform::ownership::Claim::Run(run_id.clone()),
+                    std::time::Duration::from_secs(120),
+                    false,
+                )
+                .await;
+            drop(sim);
+            return;
+        }
+        let mut profile =
+            SimProfile::parse("default", wsgate::sim::profile::DEFAULT_PROFILE).unwrap();
+        profile.runtime.kind = RuntimeKind::None;
+        for pool in profile.node_pools.iter_mut().filter(|p| p.gpus_per_node > 0) {
+            pool.count = size.gpus;
+            pool.gpus_per_node = 1;
+        }
+        let mut opts = SimOptions::with_platform();
+        opts.platform.as_mut().unwrap().profile = profile;
+        let sim = SimHandle::start(opts).await.unwrap();
+        let client = target::connect(sim.config().await.unwrap(), RetryPolicy::default())
+            .await
+            .unwrap();
+        let rss_before = rss_mib();
+        let requests_before = sim.api_fault_counts().requests;
         let mut ledger = Ledger::default();
         let started = Instant::now();
         let report = drill::run(&client, &cfg, &plan, &mut ledger, &|_| {})
@@ -89,29 +241,8 @@ fn main() {
         let wall = started.elapsed().as_secs_f64();
         let requests = sim.api_fault_counts().requests - requests_before;
         let rss_after = rss_mib();
-        let restored = report
-            .results
-            .iter()
-            .filter(|r| r.verdict.starts_with("Restored"))
-            .count();
-        println!(
-            "drill: {WORKSPACES} workspaces on {GPUS} GPUs, runtime none: {restored} restored, \
-             {} problems",
-            report.problems().len()
-        );
-        println!(
-            "wall time: {wall:.1} s in all; the contended resume (all at once -> the last one \
-             checked) {:.1} s",
-            report.wall_s
-        );
-        if let (Some(w), Some(r)) = (report.waited, report.to_running) {
-            println!(
-                "waited for a GPU: p50 {:.2} s, p95 {:.2} s, max {:.2} s; to Running: p50 {:.2} s, \
-                 p95 {:.2} s, max {:.2} s",
-                w.p50_s, w.p95_s, w.max_s, r.p50_s, r.p95_s, r.max_s
-            );
-        }
-        let per = requests as f64 / WORKSPACES as f64;
+        print_drill(&size, &report, wall);
+        let per = requests as f64 / size.workspaces as f64;
         println!(
             "API requests: {requests} in all, {per:.1} per workspace lifecycle (create, Running, \
              pause, Paused, resume, Running, check, delete; target under 15: {})",
@@ -135,8 +266,8 @@ fn main() {
              per GPU lane, next to {wall:.1} s of wall time",
             busy_total / 1000.0,
             imposed / 1000.0,
-            WORKSPACES,
-            imposed / 1000.0 / f64::from(GPUS)
+            size.workspaces,
+            imposed / 1000.0 / f64::from(size.gpus)
         );
         for r in &reactions {
             println!(
@@ -145,9 +276,44 @@ fn main() {
             );
         }
         println!(
-            "RSS (harness and simulator in one process): {rss_before:.0} MiB before, \
-             {rss_after:.0} MiB after"
+            "RSS (harness and simulator in one process; --sim-process for them apart): \
+             {rss_before:.0} MiB before, {rss_after:.0} MiB after, peak {:.0} MiB",
+            mem_mib("self", "VmHWM:")
         );
-        let _ = ledger.cleanup(&client, &wsgate::platform::ownership::Claim::Run(run_id.clone()), std::time::Duration::from_secs(60), false).await;
+        let _ = ledger
+            .cleanup(
+                &client,
+                &wsgate::platform::ownership::Claim::Run(run_id.clone()),
+                std::time::Duration::from_secs(120),
+                false,
+            )
+            .await;
     });
+}
+
+/// The figures every mode prints: verdicts, wall times and waits.
+fn print_drill(size: &Size, report: &drill::DrillReport, wall: f64) {
+    let restored = report
+        .results
+        .iter()
+        .filter(|r| r.verdict.starts_with("Restored") || r.verdict.starts_with("PlatformRestored"))
+        .count();
+    println!(
+        "drill: {} workspaces on {} GPUs, runtime none: {restored} restored, {} problems",
+        size.workspaces,
+        size.gpus,
+        report.problems().len()
+    );
+    println!(
+        "wall time: {wall:.1} s in all; the contended resume (all at once -> the last one \
+         checked) {:.1} s",
+        report.wall_s
+    );
+    if let (Some(w), Some(r)) = (report.waited, report.to_running) {
+        println!(
+            "waited for a GPU: p50 {:.2} s, p95 {:.2} s, max {:.2} s; to Running: p50 {:.2} s, \
+             p95 {:.2} s, max {:.2} s",
+            w.p50_s, w.p95_s, w.max_s, r.p50_s, r.p95_s, r.max_s
+        );
+    }
 }

@@ -188,6 +188,10 @@ pub struct SimArgs {
         default_value = "reports/sim-kubeconfig.yaml"
     )]
     pub kubeconfig: PathBuf,
+    /// The simulated cluster: a shipped simulator profile by name (default, api-trouble,
+    /// field-restore-lag) or a TOML file like fixtures/sim/default.toml
+    #[arg(long, value_name = "NAME|PATH")]
+    pub sim_profile: Option<PathBuf>,
     /// Only install the Jupyter runtime (the Python venv in ~/.cache/wsgate/) and exit
     #[arg(long)]
     pub prepare_runtime: bool,

@@ -3,6 +3,7 @@
 use super::{CommandError, interrupted};
 use crate::cli::SimArgs;
 use crate::exit_code;
+use crate::sim::profile::SimProfile;
 use crate::sim::{SimHandle, SimOptions};
 
 pub async fn sim(args: SimArgs) -> Result<i32, CommandError> {
@@ -11,11 +12,18 @@ pub async fn sim(args: SimArgs) -> Result<i32, CommandError> {
         println!("simulator runtime ready: {}", venv.root.display());
         return Ok(exit_code::SUCCESS);
     }
-    let sim = SimHandle::start(SimOptions {
+    let mut options = SimOptions {
         port: args.port,
         ..SimOptions::with_platform()
-    })
-    .await?;
+    };
+    if let Some(path) = &args.sim_profile {
+        let profile =
+            SimProfile::load(path).map_err(|e| CommandError::SimProfile(e.to_string()))?;
+        if let Some(platform) = options.platform.as_mut() {
+            platform.profile = profile;
+        }
+    }
+    let sim = SimHandle::start(options).await?;
     sim.write_kubeconfig(&args.kubeconfig)?;
     println!(
         "wsgate simulator (not a real cluster) listening on {}",

@@ -258,13 +258,43 @@ async fn status_lists_workspaces_in_plain_words() {
 }
 
 #[tokio::test]
-async fn sim_serves_its_kubeconfig_and_stops_cleanly_on_sigterm() {
+async fn sim_serves_its_kubeconfig_with_the_profile_given_and_stops_cleanly_on_sigterm() {
     use std::time::Duration;
     let dir = tempfile::tempdir().unwrap();
     let kc = dir.path().join("kc.yaml");
+    // A profile that does not exist is named, exit 2, before anything listens.
+    let o = wsgate(
+        &[
+            "sim",
+            "--sim-profile",
+            "/nonexistent/sim.toml",
+            "--kubeconfig",
+        ]
+        .into_iter()
+        .chain([kc.to_str().unwrap()])
+        .collect::<Vec<_>>(),
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(wsgate::exit_code::USAGE),
+        "{}",
+        text(&o)
+    );
+    assert!(text(&o).contains("/nonexistent/sim.toml"), "{}", text(&o));
+    assert!(!kc.exists());
+    // A profile of one's own: four GPU nodes instead of the default two.
+    let default = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/sim/default.toml"),
+    )
+    .unwrap();
+    let four = default.replacen("count = 2", "count = 4", 1);
+    assert_ne!(four, default);
+    let profile = dir.path().join("four-gpus.toml");
+    std::fs::write(&profile, four).unwrap();
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_wsgate"))
-        .args(["sim", "--kubeconfig", kc.to_str().unwrap()])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["sim", "--kubeconfig", kc.to_str().unwrap(), "--sim-profile"])
+        .arg(&profile)
+        .current_dir(dir.path())
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -294,8 +324,8 @@ async fn sim_serves_its_kubeconfig_and_stops_cleanly_on_sigterm() {
     let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
     assert_eq!(
         nodes.list(&Default::default()).await.unwrap().items.len(),
-        3,
-        "the default profile's nodes"
+        5,
+        "the profile's nodes: four GPU nodes and one CPU node"
     );
     // SAFETY: kill(2) on our own child's pid.
     unsafe {
