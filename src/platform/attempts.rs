@@ -119,6 +119,11 @@ impl AttemptWatch {
     /// call instead, never from the resume alone. It is the caller's named budget; nothing
     /// here adds another.
     pub async fn wait_pod_restored(&self, workspace: &str, budget: Duration) -> PodRestoredSeen {
+        let span = tracing::info_span!(super::wait::SPAN, on = "platform", phase = "pod_restored");
+        tracing::Instrument::instrument(self.pod_restored_within(workspace, budget), span).await
+    }
+
+    async fn pod_restored_within(&self, workspace: &str, budget: Duration) -> PodRestoredSeen {
         let called = Instant::now();
         loop {
             let changed = self.watch.changed();

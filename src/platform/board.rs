@@ -119,6 +119,17 @@ impl WorkspaceBoard {
         state: WorkspaceState,
         wf: &WaitFor,
     ) -> Result<Result<Seen, String>, WaitError> {
+        let span = tracing::info_span!(super::wait::SPAN, on = "platform", phase = %wf.phase);
+        tracing::Instrument::instrument(self.state_within(name, uid, state, wf), span).await
+    }
+
+    async fn state_within(
+        &self,
+        name: &str,
+        uid: &str,
+        state: WorkspaceState,
+        wf: &WaitFor,
+    ) -> Result<Result<Seen, String>, WaitError> {
         let deadline = Instant::now() + wf.budget;
         loop {
             let changed = self.watch.changed();
