@@ -167,7 +167,7 @@ fn pairs_with(
                 && pod_of_ws
                 && (detail.is_none() || ev.detail.as_deref() == detail)
         }
-        Mark::PodRestored => ev.transition == Transition::Restored && pod_of_ws,
+        Mark::PodRestored => ev.transition == Transition::PodRestoredWritten && pod_of_ws,
         Mark::WaitingForResources => ev.transition == Transition::PodUnschedulable && pod_of_ws,
         Mark::SnapshotsCleanedUp => {
             ev.transition == Transition::SnapshotDeleted && snaps.contains(&ev.name)
@@ -474,7 +474,7 @@ fn main() {
             );
         }
         println!(
-            "(Workspace* and WaitingForResources marks end a watch on that transition; GpuReleased and\n SnapshotsCleanedUp end a watch-driven re-check; PodGone, SnapshotReady and PodRestored are\n checks made after an earlier wait, so their lag is how much later the harness looked.)"
+            "(Workspace*, Checkpointing, SnapshotReady, SnapshotsCleanedUp and PodRestored marks take the\n time the watch of the pause or resume saw the transition; GpuReleased ends a watch-driven\n re-check; PodGone is a check made after an earlier wait, so its lag is how much later the\n harness looked.)"
         );
         if negative.0 > 0 {
             println!(

@@ -21,7 +21,10 @@ pub enum Transition {
     CheckpointStarted,
     CheckpointFinished,
     CheckpointFailed,
+    /// A restore began on the node (the pod's sandbox restored from its snapshot).
     Restored,
+    /// The pod's `PodRestored` condition was written (after the pod turned Ready).
+    PodRestoredWritten,
     ColdStarted,
     SnapshotDeleted,
     WorkspaceState,

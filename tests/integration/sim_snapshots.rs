@@ -710,6 +710,25 @@ async fn pod_restored_comes_the_profile_lag_after_the_pod_is_ready() {
         .find(|i| i.delay == Imposed::PodRestoredLag)
         .unwrap_or_else(|| panic!("PodRestoredLag imposed: {imposed:?}"));
     assert_eq!((lag.count, lag.total_ms), (1, 2000.0));
+    // The ground truth records the write itself, at least the lag after the pod was Ready.
+    let events = sim.truth().events();
+    let when = |t: Transition| {
+        events
+            .iter()
+            .filter(|e| e.transition == t && e.name == pod.name_any())
+            .map(|e| e.at)
+            .last()
+            .unwrap_or_else(|| panic!("{t:?} of the pod: {events:?}"))
+    };
+    let written = events
+        .iter()
+        .find(|e| e.transition == Transition::PodRestoredWritten)
+        .expect("PodRestoredWritten recorded");
+    assert_eq!(written.detail.as_deref(), Some(snap.as_str()));
+    assert!(
+        when(Transition::PodRestoredWritten) - when(Transition::PodReady)
+            >= chrono::Duration::milliseconds(2000)
+    );
 }
 
 /// Every value of every `ResourceList` under `v` (any `limits`, `requests`, `hard`, `used`,

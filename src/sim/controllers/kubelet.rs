@@ -170,6 +170,13 @@ impl Kubelet {
             .remove(uid);
         if written.is_ok() {
             ctx.truth.record_imposed(Imposed::PodRestoredLag, lag);
+            ctx.truth.record(
+                Transition::PodRestoredWritten,
+                key.ns(),
+                &key.name,
+                None,
+                Some(pending.snapshot_name.clone()),
+            );
         }
         None
     }
