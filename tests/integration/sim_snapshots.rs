@@ -715,9 +715,8 @@ async fn pod_restored_comes_the_profile_lag_after_the_pod_is_ready() {
     let when = |t: Transition| {
         events
             .iter()
-            .filter(|e| e.transition == t && e.name == pod.name_any())
+            .rfind(|e| e.transition == t && e.name == pod.name_any())
             .map(|e| e.at)
-            .last()
             .unwrap_or_else(|| panic!("{t:?} of the pod: {events:?}"))
     };
     let written = events
