@@ -398,6 +398,7 @@ fn main() {
         let mut lags: BTreeMap<String, Vec<f64>> = BTreeMap::new();
         let mut early: BTreeMap<String, usize> = BTreeMap::new();
         let mut unmatched: BTreeMap<String, usize> = BTreeMap::new();
+        let mut slow: Vec<String> = Vec::new();
         for r in &scenarios {
             let t = &r.timeline;
             let Some(ws) = t
@@ -451,7 +452,19 @@ fn main() {
                     .find(|e| e.at <= o.at)
                     .or_else(|| candidates.iter().find(|e| lag_ms(e) > -100.0));
                 match paired {
-                    Some(e) => lags.entry(key).or_default().push(lag_ms(e)),
+                    Some(e) => {
+                        if lag_ms(e) > 100.0 {
+                            slow.push(format!(
+                                "{} ms  {key} in \"{}\" (paired with {:?} of {} at +{:.0} ms)",
+                                lag_ms(e).round(),
+                                r.name,
+                                e.transition,
+                                e.name,
+                                e.since_start_ms
+                            ));
+                        }
+                        lags.entry(key).or_default().push(lag_ms(e))
+                    }
                     None => *early.entry(key).or_default() += 1,
                 }
             }
@@ -476,6 +489,9 @@ fn main() {
         println!(
             "(Workspace*, Checkpointing, SnapshotReady, SnapshotsCleanedUp and PodRestored marks take the\n time the watch of the pause or resume saw the transition; GpuReleased ends a watch-driven\n re-check; PodGone is a check made after an earlier wait, so its lag is how much later the\n harness looked.)"
         );
+        for line in &slow {
+            println!("over 100 ms: {line}");
+        }
         if negative.0 > 0 {
             println!(
                 "NOTE: {} mark(s) were stamped before the simulator's record of the transition (by at most {:.1} ms): \n the simulator records a transition just after committing it, and the watcher was faster",

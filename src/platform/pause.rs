@@ -163,16 +163,29 @@ pub struct WorkspaceWatch {
 struct WorkspaceLog {
     checkpointing: Option<Seen>,
     states: FirstStates,
+    /// Whether the first list is done: what it shows is the state before the request, not
+    /// a transition; what a later relist shows (the watch expired or was dropped) is.
+    listed_once: bool,
+}
+
+impl WorkspaceLog {
+    fn saw(&mut self, w: &Workspace) {
+        if is_checkpointing(w) {
+            self.checkpointing.get_or_insert_with(Seen::now);
+        }
+        self.states
+            .saw(w.status.as_ref().map(|s| s.state).unwrap_or_default());
+    }
 }
 
 impl Observe<Workspace> for WorkspaceLog {
     fn event(&mut self, ev: watcher::Event<Workspace>) {
-        if let watcher::Event::Apply(w) = ev {
-            if is_checkpointing(&w) {
-                self.checkpointing.get_or_insert_with(Seen::now);
-            }
-            self.states
-                .saw(w.status.as_ref().map(|s| s.state).unwrap_or_default());
+        match ev {
+            watcher::Event::Apply(w) => self.saw(&w),
+            // A transition made while the watch was re-listing arrives in the relist only.
+            watcher::Event::InitApply(w) if self.listed_once => self.saw(&w),
+            watcher::Event::InitDone => self.listed_once = true,
+            _ => {}
         }
     }
 }
@@ -348,6 +361,38 @@ mod tests {
         // A new one coming back means they are not gone any more.
         log.event(watcher::Event::Apply(snapshot("again", false)));
         assert!(log.gone.is_none());
+    }
+
+    fn workspace(state: WorkspaceState) -> Workspace {
+        let mut w = Workspace::new("ws", Default::default());
+        w.status = Some(super::super::crd::WorkspaceStatus {
+            state,
+            ..Default::default()
+        });
+        w
+    }
+
+    /// The first list shows the state before the request (not stamped); a state first seen
+    /// in a later relist (the watch was down when it changed) is stamped, once.
+    #[test]
+    fn a_state_first_seen_in_a_relist_is_stamped() {
+        let mut log = WorkspaceLog::default();
+        log.event(watcher::Event::Init);
+        log.event(watcher::Event::InitApply(workspace(WorkspaceState::Paused)));
+        log.event(watcher::Event::InitDone);
+        assert!(log.states.get(WorkspaceState::Paused).is_none());
+        log.event(watcher::Event::Apply(workspace(WorkspaceState::Pending)));
+        assert!(log.states.get(WorkspaceState::Pending).is_some());
+        assert!(log.states.get(WorkspaceState::Running).is_none());
+        // The watch expired; it went Running meanwhile.
+        log.event(watcher::Event::Init);
+        log.event(watcher::Event::InitApply(workspace(
+            WorkspaceState::Running,
+        )));
+        let running = log.states.get(WorkspaceState::Running).expect("stamped");
+        log.event(watcher::Event::InitDone);
+        log.event(watcher::Event::Apply(workspace(WorkspaceState::Running)));
+        assert_eq!(log.states.get(WorkspaceState::Running), Some(running));
     }
 
     fn trigger(status: serde_json::Value) -> PodSnapshotManualTrigger {
