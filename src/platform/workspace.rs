@@ -110,7 +110,11 @@ pub async fn put_token(
         "stringData": {TOKEN_SECRET.1: token},
     }))
     .expect("a valid Secret");
-    if let Some(existing) = api
+    // A 409 on the write is a change between the read and the write: often this run's own
+    // write, retried after its answer was lost (the first attempt did commit). Read again,
+    // check again, and stop as soon as the Secret holds the token.
+    let mut conflicts = 0;
+    while let Some(existing) = api
         .get_opt(TOKEN_SECRET.0)
         .await
         .map_err(api_err("read", "Secret jupyter-token"))?
@@ -122,22 +126,34 @@ pub async fn put_token(
             &super::ownership::Claim::Run(run.unwrap_or_default()),
             None,
         )?;
-        api.patch(
-            TOKEN_SECRET.0,
-            &PatchParams::default(),
-            // The uid and resourceVersion read with the check: the API server refuses the
-            // write if the Secret was replaced or changed by someone else in between.
-            &Patch::Merge(json!({
-                "metadata": {
-                    "uid": existing.metadata.uid,
-                    "resourceVersion": existing.metadata.resource_version,
-                },
-                "stringData": {TOKEN_SECRET.1: token},
-            })),
-        )
-        .await
-        .map_err(api_err("update", "Secret jupyter-token"))?;
-        return Ok(());
+        let holds = existing
+            .data
+            .as_ref()
+            .and_then(|d| d.get(TOKEN_SECRET.1))
+            .is_some_and(|v| v.0 == token.as_bytes());
+        if holds {
+            return Ok(());
+        }
+        let written = api
+            .patch(
+                TOKEN_SECRET.0,
+                &PatchParams::default(),
+                // The uid and resourceVersion read with the check: the API server refuses
+                // the write if the Secret was replaced or changed by someone else in between.
+                &Patch::Merge(json!({
+                    "metadata": {
+                        "uid": existing.metadata.uid,
+                        "resourceVersion": existing.metadata.resource_version,
+                    },
+                    "stringData": {TOKEN_SECRET.1: token},
+                })),
+            )
+            .await;
+        match written {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 409 && conflicts < 2 => conflicts += 1,
+            Err(e) => return Err(api_err("update", "Secret jupyter-token")(e)),
+        }
     }
     let i = ledger.record::<Secret>(Some(namespace), TOKEN_SECRET.0);
     let created = idempotent::create(&api, &secret)

@@ -398,6 +398,17 @@ async fn lifecycle(sim: &SimHandle, client: &kube::Client) {
     ws::put_token(client, &mut ledger, NS, "t0ken-2", &labels)
         .await
         .or_fail("update the token");
+    // Putting the token it already holds writes nothing: a write retried after its answer
+    // was lost (it did commit) ends there instead of in a 409 on a stale resourceVersion.
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(client.clone(), NS);
+    let version = |s: k8s_openapi::api::core::v1::Secret| s.metadata.resource_version;
+    let before = version(secrets.get("jupyter-token").await.or_fail("read the token"));
+    ws::put_token(client, &mut ledger, NS, "t0ken-2", &labels)
+        .await
+        .or_fail("put the same token again");
+    let after = version(secrets.get("jupyter-token").await.or_fail("read the token"));
+    assert_eq!(before, after, "the same token was written again");
     ws::create_home(client, &mut ledger, &new)
         .await
         .or_fail("home");
