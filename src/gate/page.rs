@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::{GateOutcome, GateVerdict};
 use crate::platform::ledger::CleanupOutcome;
 use crate::report::fmt::{duration, html};
-use crate::report::html::{page, status_mark};
+use crate::report::html::{page, status_mark, verdict};
 
 impl GateOutcome {
     /// The page of this verification of gate run `run_id` against `target` (in words).
@@ -56,27 +56,8 @@ impl GateOutcome {
             );
         }
         out.push_str("</table>\n");
-        let v = &self.restore;
-        let _ = write!(
-            out,
-            "<h2>Restore verdict</h2>\n<p>Verdict: <strong>{}</strong>",
-            html(&v.label())
-        );
-        if let Some(r) = &v.reason {
-            let _ = write!(out, " ({})", html(r));
-        }
-        out.push_str("</p><ul>");
-        for line in &v.decided_by {
-            let _ = write!(out, "<li>{}</li>", html(line));
-        }
-        for c in &v.contradictions {
-            let _ = write!(
-                out,
-                "<li class=\"failed\">contradiction: {}</li>",
-                html(&c.to_string())
-            );
-        }
-        out.push_str("</ul>\n");
+        out.push_str("<h2>Restore verdict</h2>\n");
+        verdict(&mut out, &self.restore);
         if !self.cleanup.is_empty() {
             out.push_str(
                 "<h2>Cleanup</h2>\n<table><tr><th></th><th>Object</th><th>Outcome</th></tr>",

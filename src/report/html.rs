@@ -71,6 +71,27 @@ pub fn needs_emoji_font(c: char) -> bool {
     matches!(c as u32, 0x2600..=0x27BF | 0x2B00..=0x2BFF | 0xFE0F | 0x1F000..=0x1FAFF)
 }
 
+/// A restore verdict as a paragraph: its label, its reason, and the evidence and
+/// contradictions as a list (the run report's scenarios and the gate's page).
+pub fn verdict(out: &mut String, v: &crate::verdict::Verdict) {
+    let _ = write!(out, "<p>Verdict: <strong>{}</strong>", html(&v.label()));
+    if let Some(r) = &v.reason {
+        let _ = write!(out, " ({})", html(r));
+    }
+    out.push_str("</p><ul>");
+    for line in &v.decided_by {
+        let _ = write!(out, "<li>{}</li>", html(line));
+    }
+    for c in &v.contradictions {
+        let _ = write!(
+            out,
+            "<li class=\"failed\">contradiction: {}</li>",
+            html(&c.to_string())
+        );
+    }
+    out.push_str("</ul>\n");
+}
+
 /// A histogram of `values` as an inline SVG figure titled `label` (none for no values).
 pub fn histogram(label: &str, values: &[Duration]) -> Option<String> {
     svg::histogram(label, values)
@@ -207,22 +228,7 @@ fn scenario(out: &mut String, i: usize, s: &ScenarioReport) {
         out.push_str("</table>\n");
     }
     if let Some(v) = &s.verdict {
-        let _ = write!(out, "<p>Verdict: <strong>{}</strong>", v.label());
-        if let Some(r) = &v.reason {
-            let _ = write!(out, " ({})", html(r));
-        }
-        out.push_str("</p><ul>");
-        for line in &v.decided_by {
-            let _ = write!(out, "<li>{}</li>", html(line));
-        }
-        for c in &v.contradictions {
-            let _ = write!(
-                out,
-                "<li class=\"failed\">contradiction: {}</li>",
-                html(&c.to_string())
-            );
-        }
-        out.push_str("</ul>\n");
+        verdict(out, v);
     }
     if s.snapshot_name.is_some() || s.snapshot_uid.is_some() || s.snapshot_bytes.is_some() {
         let _ = writeln!(
