@@ -34,6 +34,8 @@ pub enum Mark {
     KernelReconnected,
     NextCellDone,
     RecoveryDone,
+    /// code-server answered its `/healthz` (the stateless kind's "next cell").
+    EditorAnswered,
     SnapshotsCleanedUp,
     WorkspaceDeleted,
     /// The moment the platform stated the idle Workspace becomes eligible for pause
@@ -157,6 +159,11 @@ pub const PHASES: &[PhaseDef] = &[
         name: "resume_to_recovered",
         from: Mark::ResumeRequested,
         to: Mark::RecoveryDone,
+    },
+    PhaseDef {
+        name: "resume_to_editor",
+        from: Mark::ResumeRequested,
+        to: Mark::EditorAnswered,
     },
     PhaseDef {
         name: "idle_eligible_to_pause",

@@ -54,6 +54,10 @@ pub const SHIPPED: &[(&str, &str)] = &[
         "snapshots.feature",
         include_str!("../../features/snapshots.feature"),
     ),
+    (
+        "stateless.feature",
+        include_str!("../../features/stateless.feature"),
+    ),
 ];
 
 /// Writes the shipped features into `dir/features/` (cucumber reads files) and returns

@@ -77,6 +77,7 @@ pub fn add_world(report: &mut ScenarioReport, w: &WsWorld) {
     report.duration = w.timeline.observations.last().map(|o| o.offset);
     report.timeline = w.timeline.clone();
     report.verdict = w.verdict.clone();
+    report.files_verdict = w.files_verdict.clone();
     let trial = w.trial.as_ref();
     report.evidence_before = trial.and_then(|t| Some(t.marked.as_ref()?.before.clone()));
     report.evidence_after = w.after.clone();

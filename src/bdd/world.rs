@@ -34,6 +34,8 @@ pub struct WsWorld {
     /// The kernel's evidence after the resume, once collected.
     pub after: Option<Evidence>,
     pub verdict: Option<Verdict>,
+    /// The stateless kind's verdict (files, settings, extensions), once decided.
+    pub files_verdict: Option<crate::verdict::FilesVerdict>,
     /// The most pods the workspace had at once while waiting (restore attempts).
     pub max_pods_seen: usize,
     /// What the scenario did, line by line, for the report's system-out.
@@ -76,6 +78,7 @@ impl WsWorld {
             started: Instant::now(),
             after: None,
             verdict: None,
+            files_verdict: None,
             max_pods_seen: 0,
             log: Vec::new(),
             gate_state: None,

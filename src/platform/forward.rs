@@ -42,19 +42,26 @@ impl Route {
         }
     }
 
-    /// One line for the run's output.
+    /// One line for the run's output, for Jupyter.
     pub fn describe(&self) -> String {
+        self.describe_for("Jupyter")
+    }
+
+    /// One line for the run's output: how `service` is reached.
+    pub fn describe_for(&self, service: &str) -> String {
         match self {
-            Route::PodIp(a) => format!("reaching Jupyter at the pod's address {a}"),
+            Route::PodIp(a) => format!("reaching {service} at the pod's address {a}"),
             Route::PortForward {
                 local,
                 because: None,
-            } => format!("reaching Jupyter through the API server's port-forward (local {local})"),
+            } => {
+                format!("reaching {service} through the API server's port-forward (local {local})")
+            }
             Route::PortForward {
                 local,
                 because: Some(why),
             } => format!(
-                "reaching Jupyter through the API server's port-forward (local {local}): {why}"
+                "reaching {service} through the API server's port-forward (local {local}): {why}"
             ),
         }
     }
@@ -85,12 +92,37 @@ fn listeners() -> &'static Mutex<HashMap<(String, u16), SocketAddr>> {
     L.get_or_init(Default::default)
 }
 
-/// How `auto` recognises the pod's Jupyter: the path of its `api` endpoint (with the
-/// prefix), which answers `{"version": …}` with no credentials, so no token is ever sent to
-/// whatever answers at an address the harness does not control.
+/// How `auto` recognises the pod's server: a path that answers a JSON document with a
+/// known key and needs no credentials, so no token is ever sent to whatever answers at an
+/// address the harness does not control. Jupyter: its `api` endpoint (with the prefix),
+/// `{"version": …}`; code-server: `/healthz`, `{"status": …, "lastHeartbeat": …}`.
 #[derive(Debug, Clone, Copy)]
 pub struct StatusProbe<'a> {
     pub path: &'a str,
+    /// The key the answer must carry.
+    pub key: &'a str,
+    /// What answers there, for messages.
+    pub service: &'a str,
+}
+
+impl<'a> StatusProbe<'a> {
+    /// Jupyter's `GET <prefix>api`.
+    pub fn jupyter(path: &'a str) -> Self {
+        Self {
+            path,
+            key: "version",
+            service: "Jupyter",
+        }
+    }
+
+    /// code-server's `GET /healthz`.
+    pub fn code_server() -> StatusProbe<'static> {
+        StatusProbe {
+            path: "/healthz",
+            key: "status",
+            service: "code-server",
+        }
+    }
 }
 
 /// The route to `port` of `pod` under the configured `connect`. `auto` takes the pod's
@@ -121,7 +153,7 @@ pub async fn route(
             let Some(addr) = direct else {
                 return Err(ForwardError::NoAddress(name));
             };
-            match jupyter_answers(addr, probe).await {
+            match server_answers(addr, probe).await {
                 Ok(()) => Ok(Route::PodIp(addr)),
                 Err(why) => Ok(Route::PortForward {
                     local: forward(client, pod, port).await?,
@@ -132,9 +164,9 @@ pub async fn route(
     }
 }
 
-/// Whether Jupyter answers `GET <path>` at `addr` within [`POD_ADDRESS_PROBE`] with its
-/// version document; the reason when not.
-async fn jupyter_answers(addr: SocketAddr, probe: StatusProbe<'_>) -> Result<(), String> {
+/// Whether the server answers `GET <path>` at `addr` within [`POD_ADDRESS_PROBE`] with its
+/// status document; the reason when not.
+async fn server_answers(addr: SocketAddr, probe: StatusProbe<'_>) -> Result<(), String> {
     let http = reqwest::Client::builder()
         .no_proxy()
         .timeout(POD_ADDRESS_PROBE)
@@ -151,13 +183,14 @@ async fn jupyter_answers(addr: SocketAddr, probe: StatusProbe<'_>) -> Result<(),
     })?;
     let status = answer.status();
     let body: Option<serde_json::Value> = answer.json().await.ok();
-    let jupyter = body.as_ref().is_some_and(|b| b.get("version").is_some());
-    if status.is_success() && jupyter {
+    let known = body.as_ref().is_some_and(|b| b.get(probe.key).is_some());
+    if status.is_success() && known {
         Ok(())
     } else {
         Err(format!(
-            "something at the pod's address {addr} answered HTTP {}, not Jupyter",
-            status.as_u16()
+            "something at the pod's address {addr} answered HTTP {}, not {}",
+            status.as_u16(),
+            probe.service
         ))
     }
 }

@@ -70,6 +70,112 @@ pub async fn file_checksums(
     budget: &'static str,
     limit: Duration,
 ) -> Result<BTreeMap<String, FileState>, VolumeError> {
+    if let Some(bad) = files.values().find(|p| !inside_home(p)) {
+        return Err(VolumeError::Path { path: bad.clone() });
+    }
+    let (names, paths): (Vec<&String>, Vec<&String>) = files.iter().unzip();
+    let args: Vec<&str> = paths.iter().map(|p| p.as_str()).collect();
+    let (name, out) = run_script(client, pod, SCRIPT, &args, budget, limit).await?;
+    parse(&out, &names).map_err(|line| VolumeError::Garbled { pod: name, line })
+}
+
+/// Writes each `(path, content)` (paths relative to `$HOME`, parent directories made) in
+/// `pod`'s first container, within `limit`. Paths and contents travel as arguments.
+pub async fn write_files(
+    client: &kube::Client,
+    pod: &Pod,
+    files: &[(String, String)],
+    budget: &'static str,
+    limit: Duration,
+) -> Result<(), VolumeError> {
+    if let Some((bad, _)) = files.iter().find(|(p, _)| !inside_home(p)) {
+        return Err(VolumeError::Path { path: bad.clone() });
+    }
+    let args: Vec<&str> = files
+        .iter()
+        .flat_map(|(p, c)| [p.as_str(), c.as_str()])
+        .collect();
+    run_script(client, pod, WRITE_SCRIPT, &args, budget, limit)
+        .await
+        .map(drop)
+}
+
+/// Removes the regular file at `path` (relative to `$HOME`) in `pod`'s first container.
+pub async fn remove_file(
+    client: &kube::Client,
+    pod: &Pod,
+    path: &str,
+    budget: &'static str,
+    limit: Duration,
+) -> Result<(), VolumeError> {
+    if !inside_home(path) {
+        return Err(VolumeError::Path { path: path.into() });
+    }
+    let script = r#"cd "$HOME" || exit 97
+[ -f "$1" ] && [ ! -L "$1" ] || { echo "not a regular file: $1" >&2; exit 96; }
+rm -f -- "$1""#;
+    run_script(client, pod, script, &[path], budget, limit)
+        .await
+        .map(drop)
+}
+
+/// Where code-server keeps its user data (settings, extensions) in `pod`:
+/// `${XDG_DATA_HOME:-$HOME/.local/share}/code-server` in the container's environment.
+/// `Ok(Inside(path))` relative to `$HOME` when it is on the home volume, `Ok(Outside(abs))`
+/// when it is not (a pause does not keep it there).
+pub async fn code_server_data_dir(
+    client: &kube::Client,
+    pod: &Pod,
+    budget: &'static str,
+    limit: Duration,
+) -> Result<DataDir, VolumeError> {
+    let script = r#"cd "$HOME" || exit 97
+data="${XDG_DATA_HOME:-$HOME/.local/share}/code-server"
+case "$data" in
+  "$HOME"/*) echo "inside ${data#"$HOME"/}" ;;
+  *) echo "outside $data" ;;
+esac"#;
+    let (name, out) = run_script(client, pod, script, &[], budget, limit).await?;
+    let line = out.trim_end_matches('\n');
+    match line.split_once(' ') {
+        Some(("inside", rel)) if inside_home(rel) && !line.contains('\n') => {
+            Ok(DataDir::Inside(rel.to_owned()))
+        }
+        Some(("outside", abs)) if !line.contains('\n') => Ok(DataDir::Outside(abs.to_owned())),
+        _ => Err(VolumeError::Garbled {
+            pod: name,
+            line: out,
+        }),
+    }
+}
+
+/// Where code-server's user data lives, from [`code_server_data_dir`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DataDir {
+    /// On the home volume, relative to `$HOME`.
+    Inside(String),
+    /// Elsewhere (absolute).
+    Outside(String),
+}
+
+/// Writes pairs of arguments: a path relative to `$HOME`, then its content.
+const WRITE_SCRIPT: &str = r#"cd "$HOME" || exit 97
+while [ "$#" -ge 2 ]; do
+  case "$1" in /*|..|../*|*/../*|*/..) echo "refused: $1" >&2; exit 96 ;; esac
+  mkdir -p -- "$(dirname -- "$1")" && printf '%s' "$2" > "$1" || exit 95
+  shift 2
+done"#;
+
+/// Runs `sh -c script wsgate-files args...` in `pod`'s first container within `limit`;
+/// returns the pod's name and the script's standard output once it exits with success.
+async fn run_script(
+    client: &kube::Client,
+    pod: &Pod,
+    script: &str,
+    args: &[&str],
+    budget: &'static str,
+    limit: Duration,
+) -> Result<(String, String), VolumeError> {
     let name = pod.metadata.name.clone().ok_or(VolumeError::NoContainer)?;
     let ns = pod.metadata.namespace.clone().unwrap_or_default();
     let container = pod
@@ -78,13 +184,9 @@ pub async fn file_checksums(
         .and_then(|s| s.containers.first())
         .map(|c| c.name.clone())
         .ok_or(VolumeError::NoContainer)?;
-    if let Some(bad) = files.values().find(|p| !inside_home(p)) {
-        return Err(VolumeError::Path { path: bad.clone() });
-    }
     let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    let (names, paths): (Vec<&String>, Vec<&String>) = files.iter().unzip();
-    let mut command = vec!["sh", "-c", SCRIPT, "wsgate-files"];
-    command.extend(paths.iter().map(|p| p.as_str()));
+    let mut command = vec!["sh", "-c", script, "wsgate-files"];
+    command.extend_from_slice(args);
     let run = async {
         let mut attached = api
             .exec(
@@ -142,7 +244,7 @@ pub async fn file_checksums(
             limit,
             pod: name.clone(),
         })??;
-    parse(&out, &names).map_err(|line| VolumeError::Garbled { pod: name, line })
+    Ok((name, out))
 }
 
 /// Whether `path` stays inside the directory it is relative to: not absolute, no `..`.

@@ -68,6 +68,7 @@ fn open_phase(timeline: &Timeline) -> Option<String> {
     let state: Vec<(Option<Duration>, bool)> = PHASES
         .iter()
         .map(|def| match timeline.last(def.from) {
+            Some(from) if !kind_seen(timeline, def.name, from.offset) => (None, false),
             Some(from) => (
                 Some(from.offset),
                 timeline.first_after(def.to, from.offset).is_some(),
@@ -91,6 +92,32 @@ fn open_phase(timeline: &Timeline) -> Option<String> {
         }
     }
     best.map(|(_, name)| name.to_string())
+}
+
+/// Phases of a VS Code workspace (code-server answered before the phase started) and
+/// phases of a JupyterLab one (restore and kernel): a scenario is only ever under way in
+/// those of its own kind, so a stateless scenario is never "waiting for PodRestored" and a
+/// JupyterLab one never for code-server.
+const VSCODE_ONLY: &[&str] = &["resume_to_editor"];
+const JUPYTER_ONLY: &[&str] = &[
+    "ready_to_pod_restored",
+    "resume_to_pod_restored",
+    "resume_to_kernel",
+    "resume_to_next_cell",
+    "resume_to_recovered",
+];
+
+/// Whether the phase `name`, started at `start`, belongs to the scenario's kind.
+fn kind_seen(timeline: &Timeline, name: &str, start: Duration) -> bool {
+    let vscode = timeline
+        .observations
+        .iter()
+        .any(|o| o.mark == Mark::EditorAnswered && o.offset <= start);
+    if VSCODE_ONLY.contains(&name) {
+        vscode
+    } else {
+        !(vscode && JUPYTER_ONLY.contains(&name))
+    }
 }
 
 /// `waiting_for_resources`.
@@ -151,6 +178,32 @@ mod tests {
             Some("Then the workspace is Running within the \"resume_to_running\" budget")
         );
         assert!(f.detail.contains("last state: Pending"));
+    }
+
+    #[test]
+    fn the_editor_phase_is_under_way_only_in_a_vscode_scenario() {
+        // code-server answered before the pause: after the resume it is awaited.
+        let s = scenario(&[
+            (Mark::EditorAnswered, 0),
+            (Mark::ResumeRequested, 100),
+            (Mark::WorkspaceResumed, 900),
+        ]);
+        let f = failure_summary(&s).unwrap();
+        assert_eq!(
+            f.phase.as_deref(),
+            Some("resume_to_editor"),
+            "{}",
+            f.message
+        );
+        // A JupyterLab scenario never waits for code-server.
+        let s = scenario(&[(Mark::ResumeRequested, 100), (Mark::WorkspaceResumed, 900)]);
+        let f = failure_summary(&s).unwrap();
+        assert_ne!(
+            f.phase.as_deref(),
+            Some("resume_to_editor"),
+            "{}",
+            f.message
+        );
     }
 
     #[test]

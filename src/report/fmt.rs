@@ -25,6 +25,7 @@ pub fn phase_label(name: &str) -> String {
         "resume_to_kernel" => "resume → kernel",
         "resume_to_next_cell" => "resume → next cell",
         "resume_to_recovered" => "resume → recovered",
+        "resume_to_editor" => "resume → editor",
         "idle_eligible_to_pause" => "idle eligible → pause",
         "idle_eligible_to_paused" => "idle eligible → Paused",
         other => return other.replace("_to_", " → ").replace('_', " "),

@@ -74,14 +74,7 @@ pub fn needs_emoji_font(c: char) -> bool {
 /// A restore verdict as a paragraph: its label, its reason, and the evidence and
 /// contradictions as a list (the run report's scenarios and the gate's page).
 pub fn verdict(out: &mut String, v: &crate::verdict::Verdict) {
-    let _ = write!(out, "<p>Verdict: <strong>{}</strong>", html(&v.label()));
-    if let Some(r) = &v.reason {
-        let _ = write!(out, " ({})", html(r));
-    }
-    out.push_str("</p><ul>");
-    for line in &v.decided_by {
-        let _ = write!(out, "<li>{}</li>", html(line));
-    }
+    verdict_head(out, &v.label(), v.reason.as_deref(), &v.decided_by);
     for c in &v.contradictions {
         let _ = write!(
             out,
@@ -90,6 +83,26 @@ pub fn verdict(out: &mut String, v: &crate::verdict::Verdict) {
         );
     }
     out.push_str("</ul>\n");
+}
+
+/// The stateless kind's verdict as a paragraph: its label, its reason, and one line per
+/// file (what it stands for, its path, how it came back).
+fn files_verdict(out: &mut String, v: &crate::verdict::FilesVerdict) {
+    verdict_head(out, &v.label(), v.reason.as_deref(), &v.decided_by);
+    out.push_str("</ul>\n");
+}
+
+/// `<p>Verdict: <strong>label</strong> (reason)</p><ul>` and one item per line of evidence;
+/// the caller closes the list.
+fn verdict_head(out: &mut String, label: &str, reason: Option<&str>, decided_by: &[String]) {
+    let _ = write!(out, "<p>Verdict: <strong>{}</strong>", html(label));
+    if let Some(r) = reason {
+        let _ = write!(out, " ({})", html(r));
+    }
+    out.push_str("</p><ul>");
+    for line in decided_by {
+        let _ = write!(out, "<li>{}</li>", html(line));
+    }
 }
 
 /// A histogram of `values` as an inline SVG figure titled `label` (none for no values).
@@ -154,10 +167,7 @@ fn table(out: &mut String, r: &RunReport) {
             status_mark(s.status.as_str()),
             html(&s.name),
             html(&s.feature),
-            s.verdict
-                .as_ref()
-                .map(|v| v.label())
-                .unwrap_or_else(|| "–".into())
+            s.verdict_label().unwrap_or_else(|| "–".into())
         );
         for (name, _) in KEY_PHASES {
             let cell = s.phase(name).map(duration).unwrap_or_else(|| "–".into());
@@ -229,6 +239,9 @@ fn scenario(out: &mut String, i: usize, s: &ScenarioReport) {
     }
     if let Some(v) = &s.verdict {
         verdict(out, v);
+    }
+    if let Some(v) = &s.files_verdict {
+        files_verdict(out, v);
     }
     if s.snapshot_name.is_some() || s.snapshot_uid.is_some() || s.snapshot_bytes.is_some() {
         let _ = writeln!(

@@ -151,6 +151,18 @@ fn scenario_properties(s: &ScenarioReport) -> Vec<(String, String)> {
             p.push((format!("verdict.contradiction.{i}"), c.to_string()));
         }
     }
+    if let Some(v) = &s.files_verdict {
+        p.push(("files_verdict".to_string(), v.kind.to_string()));
+        for f in &v.files {
+            let line = v
+                .decided_by
+                .iter()
+                .find(|l| l.starts_with(&format!("{} (", f.name)))
+                .cloned()
+                .unwrap_or_default();
+            p.push((format!("files_verdict.{}", f.name), line));
+        }
+    }
     if let Some(name) = &s.snapshot_name {
         p.push(("snapshot.name".to_string(), name.clone()));
     }

@@ -125,11 +125,7 @@ fn scenario_table(out: &mut String, r: &RunReport) {
     out.push_str(&"--:|".repeat(KEY_PHASES.len()));
     out.push('\n');
     for s in &r.scenarios {
-        let verdict = s
-            .verdict
-            .as_ref()
-            .map(|v| v.label())
-            .unwrap_or_else(|| "–".to_string());
+        let verdict = s.verdict_label().unwrap_or_else(|| "–".to_string());
         let _ = write!(
             out,
             "| {} | {} | {} | {} |",

@@ -195,6 +195,9 @@ pub struct ScenarioReport {
     pub phases: Vec<PhaseDuration>,
     #[serde(default)]
     pub verdict: Option<Verdict>,
+    /// The stateless kind's verdict (VS Code: files, settings, extensions kept or lost).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files_verdict: Option<crate::verdict::FilesVerdict>,
     #[serde(default)]
     pub evidence_before: Option<Evidence>,
     #[serde(default)]
@@ -288,6 +291,14 @@ impl ScenarioReport {
         self.phases = timeline.phases();
         self.timeline = timeline;
         self
+    }
+
+    /// The verdict column: the restore verdict's label, or the stateless kind's.
+    pub fn verdict_label(&self) -> Option<String> {
+        self.verdict
+            .as_ref()
+            .map(|v| v.label())
+            .or_else(|| self.files_verdict.as_ref().map(|v| v.label()))
     }
 
     /// The duration of the phase called `name`, if measured.

@@ -47,10 +47,7 @@ pub fn phase_table(report: &RunReport) -> String {
         let mut row = vec![
             cut(&s.name, NAME_WIDTH),
             s.status.as_str().to_string(),
-            s.verdict
-                .as_ref()
-                .map(|v| v.label())
-                .unwrap_or_else(|| "-".into()),
+            s.verdict_label().unwrap_or_else(|| "-".into()),
         ];
         row.extend(
             names

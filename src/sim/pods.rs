@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::profile::RuntimeKind;
+use super::runtime::codeserver::{CodeServerOptions, CodeServerProcess};
 use super::runtime::freeze::{self, Pid};
 use super::runtime::jupyter::{JupyterOptions, JupyterProcess, ServerAuth};
 use super::runtime::venv::{self, VenvPaths};
@@ -32,9 +33,25 @@ pub struct Image {
     pub resident_bytes: u64,
 }
 
-/// How to start a Jupyter pod.
+/// What a workspace pod's image runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Program {
+    /// JupyterLab, as Kubeflow's notebook images start it.
+    #[default]
+    JupyterLab,
+    /// code-server, as Kubeflow's codeserver images start it (the stand-in of
+    /// [`super::runtime::codeserver`]).
+    CodeServer,
+}
+
+/// How to start a workspace pod's server.
 #[derive(Debug, Clone)]
 pub struct JupyterSpec {
+    /// What runs: JupyterLab or code-server.
+    pub program: Program,
+    /// The container's environment from its spec (code-server gets it; `XDG_DATA_HOME`
+    /// decides where its settings live).
+    pub env: Vec<(String, String)>,
     /// The home directory (the PVC) the server serves and kernels start in.
     pub home: PathBuf,
     /// The path prefix, e.g. `/workspace/connect/<ns>/<ws>/jupyterlab/`.
@@ -69,15 +86,52 @@ pub enum StartState {
     Failed(String),
 }
 
+/// A pod's server process.
+#[derive(Debug)]
+enum Server {
+    Jupyter(Box<JupyterProcess>),
+    CodeServer(CodeServerProcess),
+}
+
+impl Server {
+    fn pid(&self) -> Pid {
+        match self {
+            Server::Jupyter(p) => p.pid(),
+            Server::CodeServer(p) => p.pid(),
+        }
+    }
+
+    fn freeze(&self) -> Result<(), String> {
+        match self {
+            Server::Jupyter(p) => p.freeze().map(drop).map_err(|e| e.to_string()),
+            Server::CodeServer(p) => p.freeze().map_err(|e| format!("code-server: {e}")),
+        }
+    }
+
+    fn thaw(&self) -> Result<(), String> {
+        match self {
+            Server::Jupyter(p) => p.thaw().map_err(|e| e.to_string()),
+            Server::CodeServer(p) => p.thaw().map_err(|e| format!("code-server: {e}")),
+        }
+    }
+
+    fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        match self {
+            Server::Jupyter(p) => p.exited(),
+            Server::CodeServer(p) => p.exited(),
+        }
+    }
+}
+
 struct Running {
     started: Started,
-    process: Option<JupyterProcess>,
+    process: Option<Server>,
 }
 
 struct Frozen {
     image: Image,
     started: Started,
-    process: Option<JupyterProcess>,
+    process: Option<Server>,
 }
 
 #[derive(Default)]
@@ -282,6 +336,27 @@ impl PodProcesses {
         std::fs::create_dir_all(&spec.home)
             .map_err(|e| format!("cannot create {}: {e}", spec.home.display()))?;
         let ip = spec.pod_ip.clone().unwrap_or_else(|| self.allocate_ip());
+        if spec.program == Program::CodeServer {
+            let options = CodeServerOptions {
+                home: spec.home.clone(),
+                ip: ip.clone(),
+                port: spec.port,
+                env: spec.env.clone(),
+            };
+            let mut process =
+                CodeServerProcess::spawn(&venv, &options).map_err(|e| e.to_string())?;
+            match tokio::time::timeout(Duration::from_secs(60), process.wait_ready()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(e.to_string()),
+                Err(_) => return Err("code-server did not answer within 60 s".into()),
+            }
+            let started = Started {
+                pod_ip: ip,
+                url: Some(process.url().to_string()),
+                pid: Some(process.pid() as u32),
+            };
+            return self.keep_started(pod_uid, started, Server::CodeServer(process));
+        }
         self.tell_tokenless();
         let options = JupyterOptions {
             ip: Some(ip.clone()),
@@ -304,6 +379,17 @@ impl PodProcesses {
             url: Some(process.url().to_string()),
             pid: Some(process.pid() as u32),
         };
+        self.keep_started(pod_uid, started, Server::Jupyter(Box::new(process)))
+    }
+
+    /// Keeps a started server as the pod's, unless the simulator stopped or the pod was
+    /// deleted while it started (then the server is killed).
+    fn keep_started(
+        &self,
+        pod_uid: &str,
+        started: Started,
+        process: Server,
+    ) -> Result<Started, String> {
         let mut inner = self.lock();
         if self.is_closed() {
             drop(inner);
@@ -360,7 +446,7 @@ impl PodProcesses {
         if let Some(p) = &running.process
             && let Err(e) = p.freeze()
         {
-            return Err(PodProcessError::Runtime(e.to_string()));
+            return Err(PodProcessError::Runtime(e));
         }
         let image = Image { resident_bytes };
         inner.images.insert(
@@ -386,8 +472,7 @@ impl PodProcesses {
         let process = frozen.process.take();
         let mut started = frozen.started.clone();
         if let Some(p) = &process {
-            p.thaw()
-                .map_err(|e| PodProcessError::Runtime(e.to_string()))?;
+            p.thaw().map_err(PodProcessError::Runtime)?;
             started.pid = Some(p.pid() as u32);
         } else {
             started.pod_ip = self.allocate_ip();
@@ -458,7 +543,8 @@ impl PodProcesses {
     /// Fault `kernel-dies`: kills the server's kernels (its descendants), not the server.
     pub fn kill_kernels(&self, pod_uid: &str) -> usize {
         let inner = self.lock();
-        let Some(p) = inner.running.get(pod_uid).and_then(|r| r.process.as_ref()) else {
+        let Some(Server::Jupyter(p)) = inner.running.get(pod_uid).and_then(|r| r.process.as_ref())
+        else {
             return 0;
         };
         let kids = freeze::descendants(p.pid()).unwrap_or_default();

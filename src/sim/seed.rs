@@ -3,7 +3,8 @@
 //! annotations) and its plain `jupyterlab` kind, with their options, filterRules and activity
 //! rules as upstream defines them; the add-on's Deployment; and the PodSnapshotStorageConfig.
 //! The one simulator addition is the `gpu_t4_spot_idle` option of the resumable kind and the
-//! short activity rule before the kind's 14400 s catch-all, for idle.feature.
+//! short activity rule before the kind's 14400 s catch-all, for idle.feature. The stateless
+//! `codeserver` kind (VS Code) is seeded as upstream writes it, see [`codeserver_kind`].
 
 use serde_json::{Value, json};
 
@@ -398,6 +399,102 @@ fn workspace_kind(name: &str, resumable: bool) -> Value {
     })
 }
 
+/// The kind name of gke-labs/workspaces' stateless VS Code kind.
+pub const CODESERVER_KIND: &str = "codeserver";
+/// Kubeflow's code-server image, which upstream's own builds extend
+/// (`images/codeserver-python/Dockerfile*`: `FROM …/codeserver-python:v1.11.0`).
+pub const CODESERVER_IMAGE: &str =
+    "ghcr.io/kubeflow/kubeflow/notebook-servers/codeserver-python:v1.11.0";
+
+/// An imageConfig option of the codeserver kind: code-server on port 8888, port id
+/// `codeserver`.
+fn codeserver_image(id: &str, name: &str, description: &str, accel: &str) -> Value {
+    json!({"id": id,
+        "spawner": {"displayName": name, "description": description,
+            "labels": spawner_labels(&[("python_version", "3.12"), ("accelerator", accel)])},
+        "spec": {"image": CODESERVER_IMAGE, "imagePullPolicy": "IfNotPresent",
+            "ports": [{"id": "codeserver", "port": 8888}]}})
+}
+
+/// gke-labs/workspaces' `codeserver` kind (images/workspacekinds/codeserver-python.yaml), as
+/// upstream writes it: not snapshot-enabled (no annotations), no activity probe and no
+/// probes, the `codeserver` port with its path prefix removed by the access proxy (code-server
+/// serves at `/`, so no `NB_PREFIX`), options `codeserver-python-{cpu,gpu,tpu}` (upstream's
+/// placeholders for the user's builds, named here by the Kubeflow image they extend) and
+/// `codeserver-python:v1.11.0`; pod options `medium_cpu`, `small_cpu` (default),
+/// `gpu_best_available` (compute class `gpu-best-available`), `tpu_1`, `tpu_4`; the same six
+/// filterRules as the plain `jupyterlab` kind. Upstream's `REGISTRY` and `GCS_BUCKET` values
+/// are envsubst placeholders; the simulator fills them with its own names.
+fn codeserver_kind() -> Value {
+    let pod_configs = json!({"spawner": {"default": "small_cpu"}, "values": [
+        cpu_pod("medium_cpu", "Medium CPU", "Pod with 2 CPU, 4 GB RAM", ("2", "4Gi"),
+            json!({"requests": {"cpu": "2", "memory": "4Gi"}})),
+        cpu_pod("small_cpu", "Small CPU", "Pod with 1 CPU, 2 GB RAM", ("1000m", "2Gi"),
+            json!({"requests": {"cpu": "1000m", "memory": "2Gi"}})),
+        {"id": "gpu_best_available",
+            "spawner": {"displayName": "GPU (best available)",
+                "description": "Pod with 1 GPU (T4 or L4, Spot first then on-demand), 12 CPU, 40 GB RAM",
+                "labels": spawner_labels(&[("accelerator", "gpu"), ("cpu", "12"), ("memory", "40Gi")])},
+            "spec": {"nodeSelector": {COMPUTE_CLASS_LABEL: "gpu-best-available"},
+                "resources": {"requests": {"cpu": "12", "memory": "40Gi"},
+                              "limits": {"cpu": "12", "memory": "40Gi", "nvidia.com/gpu": "1"}}}},
+        {"id": "tpu_1",
+            "spawner": {"displayName": "TPU v5 1x1", "description": "Pod with 1 TPU v5 lite chip",
+                "labels": spawner_labels(&[("accelerator", "tpu")])},
+            "spec": {"nodeSelector": {COMPUTE_CLASS_LABEL: "tpu-v5-1-single-host"},
+                "resources": {"requests": {"cpu": "20", "memory": "40Gi"},
+                              "limits": {"google.com/tpu": "1"}}}},
+        {"id": "tpu_4",
+            "spawner": {"displayName": "TPU v5 2x2", "description": "Pod with 4 TPU v5 lite chips",
+                "labels": spawner_labels(&[("accelerator", "tpu")])},
+            "spec": {"nodeSelector": {COMPUTE_CLASS_LABEL: "tpu-v5-4-single-host"},
+                "resources": {"requests": {"cpu": "90", "memory": "150Gi"},
+                              "limits": {"cpu": "90", "memory": "150Gi", "google.com/tpu": "4"}}}},
+    ]});
+    let image_configs = json!({"spawner": {"default": "codeserver-python-cpu"}, "values": [
+        codeserver_image("codeserver-python-cpu", "codeserver-python (CPU)",
+            "code-server with Conda Python", "cpu"),
+        codeserver_image("codeserver-python-gpu", "codeserver-python (GPU)",
+            "code-server with Conda Python, CUDA, PyTorch, and GPU JAX", "gpu"),
+        codeserver_image("codeserver-python-tpu", "codeserver-python (TPU)",
+            "code-server with Conda Python, and TPU JAX (libtpu)", "tpu"),
+        codeserver_image("codeserver-python:v1.11.0", "codeserver-python:v1.11.0 (Upstream)",
+            "Upstream Kubeflow code-server with Conda Python", "cpu"),
+    ]});
+    let icon =
+        "https://upload.wikimedia.org/wikipedia/commons/9/9a/Visual_Studio_Code_1.35_icon.svg";
+    json!({
+        "metadata": {"name": CODESERVER_KIND},
+        "spec": {
+            "spawner": {"displayName": "VS Code (code-server)",
+                "description": "A Workspace which runs VS Code (code-server) in a Pod",
+                "icon": {"url": icon}, "logo": {"url": icon}},
+            "filterRules": filter_rules(false),
+            "podTemplate": {
+                "podMetadata": {"labels": {}, "annotations": {}},
+                "serviceAccount": {"clusterRoles": [{"name": "kubeflow-edit"}]},
+                "volumeMounts": {"home": "/home/jovyan"},
+                "ports": [{"id": "codeserver", "defaultDisplayName": "VS Code (code-server)", "protocol": "HTTP",
+                    "httpProxy": {"removePathPrefix": true, "requestHeaders": {}}}],
+                "extraEnv": [
+                    {"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"},
+                    {"name": "PATH", "value": "/home/jovyan/.local/bin:/usr/local/nvidia/bin:/usr/local/cuda/bin:/opt/conda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+                    {"name": "REGISTRY", "value": "us-central1-docker.pkg.dev/wsgate-sim/workspaces"},
+                    {"name": "GCS_BUCKET", "value": "wsgate-sim-notebooks"},
+                    {"name": "WORKSPACE_NAME", "valueFrom": {"fieldRef":
+                        {"fieldPath": "metadata.labels['notebooks.kubeflow.org/workspace-name']"}}}
+                ],
+                "extraVolumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+                "extraVolumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
+                "securityContext": {"fsGroup": 100, "seccompProfile": {"type": "RuntimeDefault"}},
+                "containerSecurityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]},
+                    "runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+                "options": {"imageConfig": image_configs, "podConfig": pod_configs}
+            }
+        }
+    })
+}
+
 /// Creates the nodes, WorkspaceKinds and storage config in a fresh store.
 /// Where GKE Workspaces runs its snapshot add-on.
 pub const ADDON_NAMESPACE: &str = "kubeflow-workspaces";
@@ -433,6 +530,7 @@ pub fn seed(store: &Store, profile: &SimProfile) {
         workspace_kind("jupyterlab-resumable", true),
     );
     put("WorkspaceKind", None, workspace_kind("jupyterlab", false));
+    put("WorkspaceKind", None, codeserver_kind());
     // The GKE Workspaces snapshot add-on's Deployment (stored only: the simulator's add-on
     // controller is what acts), so `wsgate doctor` finds it where GKE puts it, with the
     // profile's tenant namespaces as its `TENANT_NAMESPACES` (gke-labs/workspaces

@@ -1,6 +1,7 @@
 //! The trial's one error type and its exit codes.
 
 use crate::platform::pause::PauseError;
+use crate::platform::volume::VolumeError;
 use crate::platform::wait::WaitError;
 use crate::platform::workspace::WorkspaceError;
 use crate::session::SessionError;
@@ -51,6 +52,9 @@ pub enum TrialError {
     /// The watch over the Workspace during a pause or resume could not start.
     #[error("cannot watch the workspace: {0}")]
     WorkspaceWatch(String),
+    /// Writing or reading the home volume's files through `pods/exec` failed.
+    #[error(transparent)]
+    Volume(#[from] VolumeError),
     /// The pause left no Ready snapshot: the platform's checkpoint failed.
     #[error("{0}")]
     NoSnapshot(String),
@@ -81,6 +85,9 @@ impl TrialError {
             TrialError::Session(e) => e.exit_code(),
             TrialError::Config(_) => USAGE,
             TrialError::NoSnapshot(_) => FAILED,
+            TrialError::Volume(VolumeError::Budget { .. }) => BUDGET,
+            TrialError::Volume(VolumeError::Path { .. }) => USAGE,
+            TrialError::Volume(_) => TARGET,
             TrialError::Workspace(_)
             | TrialError::Api { .. }
             | TrialError::Gone(_)

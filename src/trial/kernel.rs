@@ -57,7 +57,7 @@ async fn jupyter_in(
     token: &Secret,
 ) -> Result<JupyterClient, TrialError> {
     let api_path = format!("{}api", ws::path_prefix(namespace, name));
-    let probe = forward::StatusProbe { path: &api_path };
+    let probe = forward::StatusProbe::jupyter(&api_path);
     let route = forward::route(client, cfg.session.connect, pod, ws::JUPYTER_PORT, probe)
         .await
         .map_err(|e| match e {

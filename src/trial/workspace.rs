@@ -57,6 +57,8 @@ pub struct Trial {
     /// The Workspace watch of the last watched pause or resume: when each state was first
     /// seen after the request.
     watch: Option<WorkspaceWatch>,
+    /// The files written through exec before the pause (the stateless kind's check).
+    pub editor: Option<super::EditorFiles>,
 }
 
 impl Trial {
@@ -113,6 +115,7 @@ impl Trial {
             snapshot_ready: false,
             resumed: None,
             watch: None,
+            editor: None,
         }
     }
 

@@ -6,10 +6,14 @@
 //! [`Contradiction`] it found. The nonce held only in kernel memory is the decisive proof;
 //! everything else corroborates it or is named as a contradiction. The evidence types live
 //! here (in [`evidence`]) because they are pure data; `crate::session` collects them.
+//!
+//! The stateless kind (VS Code) has a verdict of its own, [`decide_files`]: its promise is
+//! only that files, settings and extensions survive a pause (`FilesKept` / `FilesLost`).
 
 pub mod evidence;
 
 mod decide;
+mod files;
 mod outcome;
 
 #[cfg(test)]
@@ -21,4 +25,5 @@ pub use evidence::{
     MarkerObservation, ModelEvidence, Phase, PlatformEvidence, ProcessStart, RecoveryEvidence,
     ScanPlace, TickerEvidence,
 };
+pub use files::{FileCheck, FilesVerdict, FilesVerdictKind, decide_files};
 pub use outcome::{Contradiction, FilesState, ProcessState, Verdict, VerdictKind};

@@ -27,6 +27,20 @@ async fn running_pod_on(
     name: &str,
     network: wsgate::sim::profile::PodNetwork,
 ) -> (SimHandle, kube::Client, Pod) {
+    running_pod_of(
+        name,
+        ("jupyterlab-resumable", "jupyterlab-gpu", "gpu_t4_spot"),
+        network,
+    )
+    .await
+}
+
+/// As [`running_pod_on`], for a workspace of `(kind, imageConfig, podConfig)`.
+async fn running_pod_of(
+    name: &str,
+    (kind, image, pod_config): (&str, &str, &str),
+    network: wsgate::sim::profile::PodNetwork,
+) -> (SimHandle, kube::Client, Pod) {
     wsgate::install_crypto_provider();
     let mut opts = SimOptions::with_platform();
     if let Some(p) = opts.platform.as_mut() {
@@ -37,9 +51,9 @@ async fn running_pod_on(
     let new = NewWorkspace {
         namespace: NS.into(),
         name: name.into(),
-        kind: "jupyterlab-resumable".into(),
-        image_config: "jupyterlab-gpu".into(),
-        pod_config: "gpu_t4_spot".into(),
+        kind: kind.into(),
+        image_config: image.into(),
+        pod_config: pod_config.into(),
         home_pvc: format!("{name}-home"),
         home_size: "1Gi".into(),
         labels: ledger::labels(
@@ -206,7 +220,7 @@ async fn each_session_connect_route_reaches_jupyter() {
         SessionConnect::PortForward,
     ] {
         let path = format!("{}api", ws::path_prefix(NS, "routes"));
-        let probe = forward::StatusProbe { path: &path };
+        let probe = forward::StatusProbe::jupyter(&path);
         let route = forward::route(&client, connect, &pod, ws::JUPYTER_PORT, probe)
             .await
             .unwrap();
@@ -249,7 +263,7 @@ async fn auto_falls_back_to_the_port_forward_when_the_pod_network_is_out_of_reac
         .build()
         .unwrap();
     let path = format!("{}api", ws::path_prefix(NS, "isolated"));
-    let probe = forward::StatusProbe { path: &path };
+    let probe = forward::StatusProbe::jupyter(&path);
     let route = forward::route(
         &client,
         SessionConnect::PodIp,
@@ -355,5 +369,101 @@ async fn kubectl_exec_runs_in_the_pod_and_returns_its_exit_code() {
         text.contains("SPDY, which kubectl port-forward uses, is not served"),
         "{text}"
     );
+    sim.shutdown().await;
+}
+
+/// A VS Code workspace (upstream's `codeserver` kind): its pod runs code-server's stand-in
+/// as Kubeflow's image starts it. Checked with curl (code-server's `/healthz`: asking it is
+/// not activity, any other request is) and through exec (the downward-API environment, the
+/// user data directory on the home volume, the heartbeat file).
+#[tokio::test]
+async fn a_vscode_pod_answers_like_code_server_and_keeps_its_data_on_the_home_volume() {
+    let (sim, client, pod) = running_pod_of(
+        "vscode",
+        ("codeserver", "codeserver-python-cpu", "small_cpu"),
+        wsgate::sim::profile::PodNetwork::Reachable,
+    )
+    .await;
+    let spec = pod.spec.as_ref().unwrap();
+    let container = &spec.containers[0];
+    assert!(
+        container
+            .image
+            .as_deref()
+            .unwrap()
+            .contains("/codeserver-python:"),
+        "{:?}",
+        container.image
+    );
+    assert!(container.readiness_probe.is_none() && container.startup_probe.is_none());
+    let env = container.env.as_ref().unwrap();
+    assert!(!env.iter().any(|e| e.name == "NB_PREFIX"), "{env:?}");
+    assert!(
+        env.iter().any(|e| e.name == "WORKSPACE_NAME"
+            && e.value_from
+                .as_ref()
+                .and_then(|v| v.field_ref.as_ref())
+                .is_some()),
+        "{env:?}"
+    );
+    let ip = pod.status.as_ref().unwrap().pod_ip.clone().unwrap();
+    let curl = |path: &str| {
+        let url = format!("http://{ip}:8888{path}");
+        async move {
+            let out = tokio::time::timeout(
+                BUDGET,
+                tokio::process::Command::new("curl")
+                    .args([
+                        "-sS",
+                        "--noproxy",
+                        "*",
+                        "--max-time",
+                        "10",
+                        "-w",
+                        "\n%{http_code}",
+                        &url,
+                    ])
+                    .kill_on_drop(true)
+                    .output(),
+            )
+            .await
+            .expect("curl ends within the budget")
+            .expect("curl runs");
+            let text = String::from_utf8_lossy(&out.stdout).to_string();
+            let (body, code) = text.rsplit_once('\n').unwrap_or((&text, ""));
+            (code.to_string(), body.to_string())
+        }
+    };
+    let (code, body) = curl("/healthz").await;
+    assert_eq!(code, "200", "{body}");
+    let health: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(health["status"], "expired", "no activity yet: {health}");
+    assert_eq!(health["lastHeartbeat"], 0, "{health}");
+    let (code, page) = curl("/").await;
+    assert_eq!(code, "200");
+    assert!(page.contains("code-server"), "{page}");
+    let (code, _) = curl("/no-such-page").await;
+    assert_eq!(code, "404");
+    let (_, body) = curl("/healthz").await;
+    let health: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(health["status"], "alive", "after a page request: {health}");
+    assert!(health["lastHeartbeat"].as_i64().unwrap() > 0, "{health}");
+
+    let pods: Api<Pod> = Api::namespaced(client, NS);
+    let mut run = pods
+        .exec(
+            pod.metadata.name.as_deref().unwrap(),
+            [
+                "sh",
+                "-c",
+                "echo \"$WORKSPACE_NAME\"; test -d .local/share/code-server/User && \
+                 test -f .local/share/code-server/heartbeat && echo data-on-home",
+            ],
+            &AttachParams::default().stdout(true).stderr(true),
+        )
+        .await
+        .unwrap();
+    let (out, err) = tokio::join!(read_all(run.stdout()), read_all(run.stderr()));
+    assert_eq!(out, "vscode\ndata-on-home\n", "{err}");
     sim.shutdown().await;
 }

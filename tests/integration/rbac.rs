@@ -88,7 +88,7 @@ async fn enforcement_refuses_what_the_rules_do_not_allow_with_the_real_403() {
         wsgate::config::SessionConnect::PortForward,
         &pod,
         8888,
-        wsgate::platform::forward::StatusProbe { path: "/api" },
+        wsgate::platform::forward::StatusProbe::jupyter("/api"),
     )
     .await
     .unwrap_err()

@@ -82,3 +82,81 @@ async fn marks_are_stamped_when_the_watch_saw_them_not_when_asked() {
     assert!(running.instant > paused.instant);
     sim.shutdown().await;
 }
+
+/// The stateless kind's check: files written through exec come back after a pause with the
+/// same checksums (FilesKept) and one removed is named (FilesLost). A kind whose code-server
+/// keeps its data outside the home volume (`XDG_DATA_HOME` under /tmp, as gke-labs'
+/// codeserver Dockerfile says Kubeflow's image does) is refused before anything is written,
+/// naming where the data is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vscode_workspace_keeps_its_files_and_data_outside_home_is_refused() {
+    use wsgate::platform::crd::WorkspaceKind;
+    use wsgate::verdict::FilesVerdictKind;
+    let sim = crate::common::start_platform(|p| {
+        p.runtime.kind = wsgate::sim::profile::RuntimeKind::Jupyter;
+    })
+    .await;
+    let client = sim.client().await.unwrap();
+    let cfg = wsgate::config::load(&wsgate::config::LoadRequest::default())
+        .expect("the embedded defaults load")
+        .config;
+    let kinds: Api<WorkspaceKind> = Api::all(client.clone());
+    let mut tmp_data = kinds.get("codeserver").await.unwrap();
+    tmp_data.metadata = kube::api::ObjectMeta {
+        name: Some("codeserver-tmp-data".into()),
+        ..Default::default()
+    };
+    tmp_data.spec.pod_template["extraEnv"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({"name": "XDG_DATA_HOME", "value": "/tmp/data-jovyan"}));
+    tmp_data.status = None;
+    kinds.create(&Default::default(), &tmp_data).await.unwrap();
+    let mut ledger = Ledger::default();
+    let mut wf = WaitFor::new("trial-test", BUDGET, "be Running");
+    wf.progress_every = None;
+    let mut trials = Vec::new();
+    for (name, kind) in [
+        ("vscode-kept", "codeserver"),
+        ("vscode-tmp", "codeserver-tmp-data"),
+    ] {
+        let labels = ledger::labels(name, chrono::Utc::now() + chrono::Duration::hours(1));
+        let mut new = Trial::from_config(&cfg, name.into(), labels, Default::default());
+        new.kind = kind.into();
+        new.image_config = "codeserver-python-cpu".into();
+        new.pod_config = "small_cpu".into();
+        let trial = Trial::create(&client, &mut ledger, new).await.unwrap();
+        trial
+            .wait_state(&wf, WorkspaceState::Running)
+            .await
+            .unwrap();
+        trials.push(trial);
+    }
+    let (mut kept, mut tmp) = (trials.remove(0), trials.remove(0));
+
+    let refused = tmp.write_editor_files(&cfg, "t1").await.unwrap_err();
+    assert!(
+        refused.to_string().contains("/tmp/data-jovyan/code-server")
+            && refused.to_string().contains("outside the home volume"),
+        "{refused}"
+    );
+    assert_eq!(refused.exit_code(), wsgate::exit_code::USAGE);
+    assert!(tmp.editor.is_none());
+
+    let health = kept.code_server_health(&cfg).await.unwrap();
+    assert_eq!(health.status, "expired");
+    let written = kept.write_editor_files(&cfg, "t1").await.unwrap().clone();
+    assert_eq!(written.before.len(), 3, "{written:?}");
+    kept.pause_watched(BUDGET).await.unwrap();
+    reach(&client, "vscode-kept", WorkspaceState::Paused).await;
+    kept.resume_watched(BUDGET).await.unwrap();
+    reach(&client, "vscode-kept", WorkspaceState::Running).await;
+    let v = kept.files_verdict(&cfg).await.unwrap();
+    assert_eq!(v.kind, FilesVerdictKind::FilesKept, "{v:?}");
+    let removed = kept.remove_editor_file(&cfg, "extension").await.unwrap();
+    assert!(removed.ends_with("package.json"), "{removed}");
+    let v = kept.files_verdict(&cfg).await.unwrap();
+    assert_eq!(v.kind, FilesVerdictKind::FilesLost, "{v:?}");
+    assert_eq!(v.label(), "FilesLost (extension)");
+    sim.shutdown().await;
+}

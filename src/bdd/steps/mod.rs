@@ -7,4 +7,5 @@ pub mod gate;
 pub mod idle;
 pub mod kernel;
 pub mod snapshots;
+pub mod stateless;
 pub mod workspace;

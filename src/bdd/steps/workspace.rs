@@ -47,12 +47,25 @@ pub(crate) async fn create_running(
     kind: String,
     pod_config: String,
 ) -> StepResult {
+    let image_config = w.ctx.config.workspace.image_config.clone();
+    create_running_with(w, kind, image_config, pod_config).await
+}
+
+/// Creates a Workspace of `kind` with imageConfig `image_config` and podConfig `pod_config`
+/// and waits for it to be Running.
+pub(crate) async fn create_running_with(
+    w: &mut WsWorld,
+    kind: String,
+    image_config: String,
+    pod_config: String,
+) -> StepResult {
     let suffix = &uuid::Uuid::new_v4().simple().to_string()[..6];
     let name = format!("wsgate-{suffix}");
     let mut labels = w.ctx.labels();
     labels.insert("wsgate.dev/scenario".into(), suffix.to_string());
     let mut new = Trial::from_config(&w.ctx.config, name.clone(), labels, Default::default());
     new.kind = kind;
+    new.image_config = image_config;
     new.pod_config = pod_config;
     ensure_token(w).await?;
     let trial = Trial::create(&w.ctx.client, &mut w.ledger, new)

@@ -21,7 +21,7 @@ use super::scheduler::{LEAKED_GPUS, gpu_request, set_condition};
 use super::{Ctx, Next, ObjKey, Reconciler, events, kind};
 use crate::sim::faults::Fault;
 use crate::sim::json::str_at;
-use crate::sim::pods::{JupyterSpec, StartState, Started};
+use crate::sim::pods::{JupyterSpec, Program, StartState, Started};
 use crate::sim::store::meta::now_rfc3339;
 use crate::sim::store::{DeleteOptions, Event};
 use crate::sim::truth::{Imposed, Transition};
@@ -870,8 +870,11 @@ pub(crate) fn home_claim(pod: &Value) -> &str {
         .unwrap_or("no-home")
 }
 
-/// The first container's environment as its process gets it: each `value`, and each
-/// `valueFrom.secretKeyRef` read from the store (one that cannot be read is left out).
+/// The first container's environment as its process gets it: each `value`, each
+/// `valueFrom.secretKeyRef` read from the store, and each `valueFrom.fieldRef` the
+/// kubelet resolves from the pod itself (`metadata.name`, `metadata.namespace`,
+/// `metadata.uid`, `metadata.labels['k']`, `metadata.annotations['k']`, `spec.nodeName`,
+/// `spec.serviceAccountName`, `status.podIP`); one that cannot be resolved is left out.
 pub(crate) fn container_env(
     store: &crate::sim::store::Store,
     pod: &Value,
@@ -885,14 +888,65 @@ pub(crate) fn container_env(
             let name = str_at(e, "/name")?.to_string();
             let value = match str_at(e, "/value") {
                 Some(v) => v.to_string(),
-                None => {
-                    let r = e.pointer("/valueFrom/secretKeyRef")?;
-                    secret_in(store, ns, str_at(r, "/name")?, str_at(r, "/key")?)?
-                }
+                None => match e.pointer("/valueFrom/fieldRef") {
+                    Some(f) => field_ref(pod, str_at(f, "/fieldPath")?)?,
+                    None => {
+                        let r = e.pointer("/valueFrom/secretKeyRef")?;
+                        secret_in(store, ns, str_at(r, "/name")?, str_at(r, "/key")?)?
+                    }
+                },
             };
             Some((name, value))
         })
         .collect()
+}
+
+/// The value of a downward-API `fieldRef` path on `pod`, as the kubelet resolves it
+/// (kubernetes `pkg/kubelet/kubelet_pods.go` `podFieldSelectorRuntimeValue`, then
+/// `fieldpath.ExtractFieldPathAsString`): a label or annotation the pod does not carry is
+/// `""`. `None` for a path the simulator does not resolve (a real kubelet fails the
+/// container's start on one it does not support).
+fn field_ref(pod: &Value, path: &str) -> Option<String> {
+    let keyed = |prefix: &str| {
+        let key = path
+            .strip_prefix(prefix)?
+            .strip_prefix("['")?
+            .strip_suffix("']")?;
+        Some(key.to_string())
+    };
+    for (prefix, map) in [
+        ("metadata.labels", "/metadata/labels"),
+        ("metadata.annotations", "/metadata/annotations"),
+    ] {
+        if let Some(key) = keyed(prefix) {
+            let value = pod.pointer(map).and_then(|m| m.get(&key));
+            return Some(value.and_then(Value::as_str).unwrap_or("").to_string());
+        }
+    }
+    let pointer = match path {
+        "metadata.name" => "/metadata/name",
+        "metadata.namespace" => "/metadata/namespace",
+        "metadata.uid" => "/metadata/uid",
+        "spec.nodeName" => "/spec/nodeName",
+        "spec.serviceAccountName" => "/spec/serviceAccountName",
+        "status.podIP" => "/status/podIP",
+        _ => return None,
+    };
+    str_at(pod, pointer).map(str::to_string)
+}
+
+/// What a workspace pod's image runs: code-server for Kubeflow's codeserver images (and
+/// builds named after them, as gke-labs/workspaces' `codeserver-python`), else JupyterLab.
+/// A real kubelet runs the image's entrypoint; the simulator has no images, so the name
+/// decides.
+pub(crate) fn program_of(image: &str) -> Program {
+    let repository = image.rsplit('/').next().unwrap_or(image);
+    let repository = repository.split(['@', ':']).next().unwrap_or(repository);
+    if repository.starts_with("codeserver") {
+        Program::CodeServer
+    } else {
+        Program::JupyterLab
+    }
 }
 
 fn jupyter_spec(ctx: &Ctx, pod: &Value) -> JupyterSpec {
@@ -920,6 +974,8 @@ fn jupyter_spec(ctx: &Ctx, pod: &Value) -> JupyterSpec {
         .and_then(|p| u16::try_from(p).ok())
         .unwrap_or(8888);
     JupyterSpec {
+        program: program_of(str_at(pod, "/spec/containers/0/image").unwrap_or("")),
+        env: container_env(&ctx.store, pod),
         home: ctx.pods.volume_dir(ns, claim),
         base_url,
         token,
@@ -1024,6 +1080,49 @@ fn leak_gpus(ctx: &Ctx, node: &str, gpus: i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn field_refs_resolve_as_the_kubelet_resolves_them() {
+        let pod = json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u1",
+                "labels": {"notebooks.kubeflow.org/workspace-name": "ws1"},
+                "annotations": {"a": "b"}},
+            "spec": {"nodeName": "n1", "serviceAccountName": "sa"},
+            "status": {"podIP": "10.0.0.9"},
+        });
+        for (path, want) in [
+            ("metadata.name", Some("p")),
+            ("metadata.namespace", Some("ns")),
+            ("metadata.uid", Some("u1")),
+            (
+                "metadata.labels['notebooks.kubeflow.org/workspace-name']",
+                Some("ws1"),
+            ),
+            ("metadata.labels['missing']", Some("")),
+            ("metadata.annotations['a']", Some("b")),
+            ("metadata.annotations['missing']", Some("")),
+            ("spec.nodeName", Some("n1")),
+            ("spec.serviceAccountName", Some("sa")),
+            ("status.podIP", Some("10.0.0.9")),
+            ("spec.containers", None),
+            ("metadata.labels", None),
+        ] {
+            assert_eq!(field_ref(&pod, path).as_deref(), want, "{path}");
+        }
+        let env_pod = json!({
+            "metadata": {"name": "p", "namespace": "ns", "labels": {"l": "v"}},
+            "spec": {"containers": [{"env": [
+                {"name": "A", "value": "1"},
+                {"name": "WS", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['l']"}}},
+                {"name": "BAD", "valueFrom": {"fieldRef": {"fieldPath": "spec.containers"}}},
+            ]}]},
+        });
+        let store = crate::sim::store::Store::new(16);
+        assert_eq!(
+            container_env(&store, &env_pod),
+            vec![("A".into(), "1".into()), ("WS".into(), "v".into())]
+        );
+    }
 
     #[test]
     fn a_start_failure_keeps_its_first_and_last_lines_and_no_token() {

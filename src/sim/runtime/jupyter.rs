@@ -21,7 +21,6 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
-use std::time::Duration;
 
 use rand::RngExt;
 
@@ -257,35 +256,25 @@ impl JupyterProcess {
     /// Polls `GET <base>/api/status` every 100 ms until it answers 200, or fails when the
     /// process exits. No timeout inside: the caller wraps it in a named budget.
     pub async fn wait_ready(&mut self) -> Result<(), JupyterProcessError> {
-        crate::install_crypto_provider();
-        let http = reqwest::Client::builder().no_proxy().build().map_err(|e| {
-            JupyterProcessError::Setup {
-                action: "build an HTTP client",
-                source: io::Error::other(e),
-            }
-        })?;
         let status_url = format!("{}api/status", self.url);
-        loop {
-            if let Some(child) = self.child.as_mut()
-                && let Ok(Some(status)) = child.try_wait()
-            {
-                return Err(JupyterProcessError::Exited {
+        let token = self.token.clone();
+        super::poll_until_ready(
+            &status_url,
+            Some(&token),
+            || {
+                let status = self.child.as_mut()?.try_wait().ok().flatten()?;
+                Some(JupyterProcessError::Exited {
                     pid: self.pid,
                     status: status.to_string(),
                     log_tail: self.log_tail(20),
-                });
-            }
-            let answer = http
-                .get(&status_url)
-                .header("Authorization", format!("token {}", self.token))
-                .timeout(Duration::from_secs(2))
-                .send()
-                .await;
-            if matches!(&answer, Ok(r) if r.status().is_success()) {
-                return Ok(());
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+                })
+            },
+            |e| JupyterProcessError::Setup {
+                action: "build an HTTP client",
+                source: io::Error::other(e),
+            },
+        )
+        .await
     }
 
     /// The server's base URL, e.g. `http://127.0.0.1:8888/workspace/connect/ns/ws/jupyterlab/`.
