@@ -819,3 +819,81 @@ async fn wait_for_delete_returns_once_the_finalizer_is_removed() {
         .await;
     f.sim.shutdown().await;
 }
+
+/// kubectl's generators send built-in kinds as protobuf (`k8s\0` envelope): the simulator
+/// decodes them as a real API server does, and the objects read back through kube-rs are
+/// what kubectl asked for. A kind it does not decode is refused, naming what to do.
+#[tokio::test]
+async fn create_secret_quota_configmap_namespace_and_serviceaccount_send_protobuf() {
+    use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ResourceQuota, Secret, ServiceAccount};
+    let Some(f) =
+        setup("create_secret_quota_configmap_namespace_and_serviceaccount_send_protobuf").await
+    else {
+        return;
+    };
+    let out = f
+        .ok(&[
+            "create",
+            "secret",
+            "generic",
+            "pb-secret",
+            "--from-literal=token=s3cr3t",
+            "--from-literal=empty=",
+        ])
+        .await;
+    assert!(out.contains("secret/pb-secret created"), "{out}");
+    f.ok(&[
+        "create",
+        "quota",
+        "pb-quota",
+        "--hard=pods=3,requests.nvidia.com/gpu=0",
+    ])
+    .await;
+    f.ok(&["create", "configmap", "pb-map", "--from-literal=k=v"])
+        .await;
+    f.ok(&["create", "namespace", "wsgate-pb-ns"]).await;
+    f.ok(&["create", "serviceaccount", "pb-sa"]).await;
+    f.ok(&["label", "secret", "pb-secret", "team=ml"]).await;
+
+    let secret = Api::<Secret>::namespaced(f.client.clone(), NS)
+        .get("pb-secret")
+        .await
+        .unwrap();
+    let data = secret.data.unwrap();
+    assert_eq!(data["token"].0, b"s3cr3t");
+    assert_eq!(data["empty"].0, b"");
+    assert_eq!(secret.type_.as_deref(), Some("Opaque"));
+    assert_eq!(secret.metadata.labels.unwrap()["team"], "ml");
+    let quota = Api::<ResourceQuota>::namespaced(f.client.clone(), NS)
+        .get("pb-quota")
+        .await
+        .unwrap();
+    let hard = quota.spec.unwrap().hard.unwrap();
+    assert_eq!(hard["pods"].0, "3");
+    assert_eq!(hard["requests.nvidia.com/gpu"].0, "0");
+    let map = Api::<ConfigMap>::namespaced(f.client.clone(), NS)
+        .get("pb-map")
+        .await
+        .unwrap();
+    assert_eq!(map.data.unwrap()["k"], "v");
+    Api::<Namespace>::all(f.client.clone())
+        .get("wsgate-pb-ns")
+        .await
+        .unwrap();
+    Api::<ServiceAccount>::namespaced(f.client.clone(), NS)
+        .get("pb-sa")
+        .await
+        .unwrap();
+    // The table kubectl prints reads them back.
+    let out = f.ok(&["get", "quota", "pb-quota"]).await;
+    assert!(out.contains("pb-quota"), "{out}");
+
+    let err = f
+        .fails(&["create", "deployment", "pb-deploy", "--image=busybox"])
+        .await;
+    assert!(
+        err.contains("decodes protobuf bodies for Secret") && err.contains("as JSON"),
+        "{err}"
+    );
+    f.sim.shutdown().await;
+}

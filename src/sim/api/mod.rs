@@ -7,6 +7,7 @@ pub mod discovery;
 pub mod openapi;
 pub mod patch;
 pub mod path;
+pub mod protobuf;
 pub mod query;
 pub mod resource;
 pub mod stream;

@@ -177,6 +177,7 @@ fn parse_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
         "application/json" | "" | "*/*" => serde_json::from_slice::<Value>(body)
             .map_err(|e| ApiError::bad_request(format!("error decoding JSON body: {e}")))?,
         "application/yaml" | "application/x-yaml" => patch::parse_apply_body(body)?,
+        super::protobuf::MEDIA_TYPE => super::protobuf::decode(body)?,
         other => return Err(ApiError::unsupported_media_type(other, None)),
     };
     if !value.is_object() {

@@ -108,9 +108,18 @@ pub fn drop_empty_metadata(obj: &mut Value) {
     }
 }
 
-/// A Secret's `stringData` is write-only: the API server folds it into base64 `data`.
-pub fn fold_string_data(obj: &mut Value) {
+/// A Secret's `stringData` is write-only: the API server folds it into base64 `data`
+/// (kubernetes `pkg/apis/core/v1/conversion.go` `Convert_v1_Secret_To_core_Secret`), and a
+/// Secret without a type is `Opaque` (`defaults.go` `SetDefaults_Secret`).
+pub fn secret_on_write(obj: &mut Value) {
     use base64::Engine;
+    if obj
+        .get("type")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        obj["type"] = serde_json::json!("Opaque");
+    }
     let Some(string_data) = obj.as_object_mut().and_then(|o| o.remove("stringData")) else {
         return;
     };

@@ -451,7 +451,7 @@ impl Store {
         let rv = inner.rv;
         meta::drop_empty_metadata(&mut obj);
         if kind.kind == "Secret" {
-            meta::fold_string_data(&mut obj);
+            meta::secret_on_write(&mut obj);
         }
         meta_mut(&mut obj).insert("resourceVersion".into(), json!(rv.to_string()));
         let obj = Arc::new(obj);
