@@ -5,8 +5,9 @@
 //! back the running process or only a fresh session over the same files.
 //!
 //! Module map (dependency direction points down; `docs/architecture.md` has the picture):
-//! - [`cli`]: clap definitions; [`commands`]: one function per subcommand, opening the
-//!   target and mapping outcomes to exit codes; [`bdd`]: the cucumber World and the suite's
+//! - [`cli`]: clap definitions, every command's arguments; [`commands`]: one function per
+//!   subcommand (`probe` included), opening the target through `commands::shell` and
+//!   mapping outcomes to exit codes; [`bdd`]: the cucumber World and the suite's
 //!   step definitions (glue only). [`exit_code`]: the one table from outcome to exit code;
 //!   [`output`]: standard output that may close (a pipe to `head`, a full disk).
 //! - [`gate`]: the release gate (prepare before an upgrade, verify after it); [`drill`]: the

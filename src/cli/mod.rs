@@ -6,6 +6,7 @@ pub mod doctor;
 pub mod drill;
 pub mod gate;
 pub mod janitor;
+pub mod probe;
 pub mod report;
 
 use std::path::PathBuf;
@@ -200,7 +201,7 @@ pub struct SimArgs {
 #[derive(Debug, Clone, Args)]
 pub struct ProbeArgs {
     #[command(subcommand)]
-    pub command: crate::session::probe::ProbeCommand,
+    pub command: probe::ProbeCommand,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -62,9 +62,17 @@ fn secs(s: f64) -> String {
     crate::report::fmt::duration(Duration::from_secs_f64(s))
 }
 
-/// The cost report as tables.
+/// The cost report as tables: the cycles, one GPU's week, the idle-threshold break-even.
 pub fn render(r: &CostReport) -> String {
     let mut out = String::new();
+    cycles(&mut out, r);
+    week(&mut out, r);
+    break_even(&mut out, r);
+    out
+}
+
+/// The measured pause/resume cycles and their mean overhead.
+fn cycles(out: &mut String, r: &CostReport) {
     let _ = writeln!(
         out,
         "Pause/resume cycles: {} (from {})\n",
@@ -115,6 +123,10 @@ pub fn render(r: &CostReport) -> String {
         secs(o.max_pause_s),
         secs(o.max_resume_s)
     );
+}
+
+/// One GPU's week with and without pause.
+fn week(out: &mut String, r: &CostReport) {
     let w = &r.week;
     let _ = writeln!(
         out,
@@ -152,6 +164,10 @@ pub fn render(r: &CostReport) -> String {
     for n in &w.notes {
         let _ = writeln!(out, "  note: {n}");
     }
+}
+
+/// The idle-threshold break-even over the measured idle periods.
+fn break_even(out: &mut String, r: &CostReport) {
     let b = &r.break_even;
     let _ = writeln!(
         out,
@@ -160,7 +176,7 @@ pub fn render(r: &CostReport) -> String {
     );
     if b.idle_periods == 0 {
         out.push_str("No idle periods given: pass --idle-periods (e.g. 30s,8m,1h30m,14h) for the break-even.\n");
-        return out;
+        return;
     }
     let _ = writeln!(
         out,
@@ -202,5 +218,4 @@ pub fn render(r: &CostReport) -> String {
         }
         None => out.push_str("No threshold pays off for these idle periods.\n"),
     }
-    out
 }

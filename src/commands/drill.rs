@@ -4,11 +4,10 @@
 //! with a ResourceQuota.
 
 use super::CommandError;
+use super::shell::{self, Ended, Target, until_interrupted};
 use crate::cli::drill::DrillArgs;
-use crate::config::TargetKind;
 use crate::drill::{self, DrillPlan};
-use crate::platform::ledger::{self, CleanupOutcome, Ledger};
-use crate::platform::target;
+use crate::platform::ledger::{self, Ledger};
 
 /// The most workspaces one drill takes (`--workspaces`): a bound on what it creates in the
 /// namespace and on the harness's memory; a thousand is the size the drill benchmark runs.
@@ -18,7 +17,8 @@ fn say(line: &str) {
     println!("drill: {line}");
 }
 
-pub async fn drill(args: DrillArgs) -> Result<i32, CommandError> {
+/// Refuses sizes a drill cannot take, before anything is contacted.
+fn check_size(args: &DrillArgs) -> Result<(), CommandError> {
     if args.workspaces > MAX_WORKSPACES {
         return Err(CommandError::Usage(format!(
             "--workspaces {} is above the most one drill takes ({MAX_WORKSPACES}); run \
@@ -38,6 +38,23 @@ pub async fn drill(args: DrillArgs) -> Result<i32, CommandError> {
             args.sample, args.workspaces
         )));
     }
+    Ok(())
+}
+
+/// The simulated pool of a drill: `gpus` one-GPU nodes (the first GPU pool's), the `none`
+/// runtime (the sampled workspaces get real Jupyter servers by annotation).
+fn drill_pool(p: &mut crate::sim::profile::SimProfile, gpus: u32) {
+    p.runtime.kind = crate::sim::profile::RuntimeKind::None;
+    let mut first = true;
+    for pool in p.node_pools.iter_mut().filter(|n| n.gpus_per_node > 0) {
+        pool.count = if first { gpus } else { 0 };
+        pool.gpus_per_node = 1;
+        first = false;
+    }
+}
+
+pub async fn drill(args: DrillArgs) -> Result<i32, CommandError> {
+    check_size(&args)?;
     let resolved = super::load_config(
         &args.target,
         args.profile.as_deref(),
@@ -46,120 +63,91 @@ pub async fn drill(args: DrillArgs) -> Result<i32, CommandError> {
     )?;
     let mut cfg = resolved.config;
     let run_id = super::run::new_run_id();
-    let retry = crate::platform::retry::RetryPolicy::from_config(&cfg.api);
-    let (client, sim, quota, sample_annotations, target_words) = match cfg.target.kind {
-        TargetKind::Sim => {
-            let gpus = args.gpus;
-            let sim = super::run::start_simulator_with(&cfg, |p| {
-                p.runtime.kind = crate::sim::profile::RuntimeKind::None;
-                let mut first = true;
-                for pool in p.node_pools.iter_mut().filter(|n| n.gpus_per_node > 0) {
-                    pool.count = if first { gpus } else { 0 };
-                    pool.gpus_per_node = 1;
-                    first = false;
-                }
-            })
-            .await?;
-            say(&format!(
-                "target: the embedded simulator at {} (not a real cluster): {} one-GPU nodes, \
-                 runtime none, the sampled workspaces on real Jupyter servers",
-                sim.url(),
-                args.gpus
-            ));
-            let annotations = [(
-                crate::sim::pods::RUNTIME_ANNOTATION.to_string(),
-                "jupyter".to_string(),
-            )]
-            .into();
-            let words = format!(
-                "the embedded simulator at {} (not a real cluster)",
-                sim.url()
-            );
-            (
-                target::connect(sim.config().await?, retry).await?,
-                Some(sim),
-                false,
-                annotations,
-                words,
-            )
-        }
-        TargetKind::Cluster => {
-            let kc = target::cluster_config(&cfg.target).await?;
-            say(&format!("target: cluster at {}", kc.cluster_url));
-            let words = format!("the cluster at {}", kc.cluster_url);
-            (
-                target::connect(kc, retry).await?,
-                None,
-                true,
-                Default::default(),
-                words,
-            )
-        }
-    };
-    target::check_opt_in(&client, &cfg.target.namespace).await?;
-    if let Some(picked) = crate::platform::options::settle(&client, &mut cfg).await? {
-        say(&picked);
+    let gpus = args.gpus;
+    let target = Target::open(&cfg, |p| drill_pool(p, gpus)).await?;
+    let simulated = target.sim.is_some();
+    if simulated {
+        say(&format!(
+            "target: {}: {} one-GPU nodes, runtime none, the sampled workspaces on real \
+             Jupyter servers",
+            target.words, args.gpus
+        ));
+    } else {
+        say(&format!("target: cluster at {}", target.server));
+    }
+    if let Err(e) = target.settle_options(&mut cfg, &say).await {
+        target.close().await;
+        return Err(e);
     }
     let expires = chrono::Utc::now() + chrono::Duration::hours(i64::from(cfg.run.expiry_hours));
     let plan = DrillPlan {
         workspaces: args.workspaces,
         gpus: args.gpus,
         sample: args.sample,
-        quota,
-        sample_annotations,
+        quota: !simulated,
+        sample_annotations: if simulated {
+            [(
+                crate::sim::pods::RUNTIME_ANNOTATION.to_string(),
+                "jupyter".to_string(),
+            )]
+            .into()
+        } else {
+            Default::default()
+        },
         run_id: run_id.clone(),
         labels: ledger::labels(&run_id, expires),
         token: crate::session::Secret::new(super::run::random_hex(24)),
     };
     say(&format!("run id {run_id}"));
     let mut ledger = Ledger::default();
-    let outcome = tokio::select! {
-        r = drill::run(&client, &cfg, &plan, &mut ledger, &say) => Some(r),
-        signal = super::interrupted() => {
-            eprintln!("{}: interrupted; removing what drill {run_id} created", signal?);
-            None
-        }
-    };
+    let client = target.client.clone();
+    let ended = until_interrupted(drill::run(&client, &cfg, &plan, &mut ledger, &say)).await?;
+    if let Ended::Interrupted(signal) = &ended {
+        eprintln!("{signal}: interrupted; removing what drill {run_id} created");
+    }
     // Everything the drill created carries its run id: sweep by label, which also finds
     // what an interrupted drill had not recorded yet.
-    let budget = cfg.budgets.delete.duration();
-    let ns = &cfg.target.namespace;
-    let mut results = crate::platform::janitor::sweep_run(&client, ns, &run_id, budget).await;
+    let mut results = shell::sweep(&client, &cfg, &run_id).await;
     let selection = crate::platform::janitor::Selection::Run(run_id.clone());
-    results.extend(ledger.cleanup(&client, &selection, budget, false).await);
-    let leaks: Vec<_> = results.iter().filter(|r| r.is_leak()).collect();
-    for l in &leaks {
-        eprintln!("leak: {} {:?}", l.object, l.outcome);
-    }
-    for r in &results {
-        if let CleanupOutcome::Refused(why) = &r.outcome {
-            eprintln!("{why}");
-        }
-    }
-    if let Some(sim) = sim {
-        sim.shutdown().await;
-    }
-    let Some(outcome) = outcome else {
+    let budget = cfg.budgets.delete.duration();
+    let recorded = ledger.cleanup(&client, &selection, budget, false).await;
+    shell::say_cleanup(&recorded);
+    results.extend(recorded);
+    let leaked = results.iter().any(|r| r.is_leak());
+    let words = target.words.clone();
+    target.close().await;
+    let Ended::Done(outcome) = ended else {
         return Ok(crate::exit_code::INTERRUPTED);
     };
     // The whole chain: the cause (a 409 naming whose object it is) is what to act on.
-    let report = outcome.map_err(|e| CommandError::Usage(crate::output::one_line(&e)));
-    let report = match report {
-        Ok(r) => r,
+    match outcome {
+        Ok(report) => Ok(finish(&report, &cfg, &run_id, &plan, &words, leaked)),
         Err(e) => {
+            let e = crate::output::one_line(&e);
             eprintln!("error: the drill could not run to its end: {e}");
-            return Ok(crate::exit_code::FAILED);
+            Ok(crate::exit_code::FAILED)
         }
-    };
+    }
+}
+
+/// Prints the drill's table, writes `drill.json` and `drill.html`, and gives the exit code.
+fn finish(
+    report: &drill::DrillReport,
+    cfg: &crate::config::Config,
+    run_id: &str,
+    plan: &DrillPlan,
+    words: &str,
+    leaked: bool,
+) -> i32 {
     println!();
     print!("{}", report.table());
     let redactor = crate::report::Redactor::new(vec![plan.token.expose().to_string()]);
-    match crate::report::write_json(&report, &cfg.reports.dir, &run_id, "drill.json", &redactor) {
+    match crate::report::write_json(report, &cfg.reports.dir, run_id, "drill.json", &redactor) {
         Ok(path) => say(&format!("report written to {}", path.display())),
         Err(e) => eprintln!("warning: {e}"),
     }
-    let page = report.html(&run_id, &target_words);
-    match crate::report::write_page(&page, &cfg.reports.dir, &run_id, "drill.html", &redactor) {
+    let page = report.html(run_id, words);
+    match crate::report::write_page(&page, &cfg.reports.dir, run_id, "drill.html", &redactor) {
         Ok(path) => say(&format!("page written to {}", path.display())),
         Err(e) => eprintln!("warning: {e}"),
     }
@@ -168,14 +156,14 @@ pub async fn drill(args: DrillArgs) -> Result<i32, CommandError> {
         for p in &problems {
             eprintln!("problem: {p}");
         }
-        return Ok(crate::exit_code::FAILED);
+        return crate::exit_code::FAILED;
     }
     say(&format!(
         "all {} workspaces restored; at most one restore attempt each",
         report.workspaces
     ));
-    if !leaks.is_empty() {
-        return Ok(crate::exit_code::CLEANUP_LEAK);
+    if leaked {
+        return crate::exit_code::CLEANUP_LEAK;
     }
-    Ok(crate::exit_code::SUCCESS)
+    crate::exit_code::SUCCESS
 }

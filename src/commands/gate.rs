@@ -4,15 +4,15 @@
 //! the simulator, start `wsgate sim` and use the kubeconfig it writes).
 
 use super::CommandError;
+use super::shell::{self, Target};
 use crate::cli::gate::{CommonArgs, GateArgs, GateCommand, PrepareArgs, VerifyArgs};
 use crate::config::{Config, TargetKind};
 use crate::gate::{self, GateState, GateVerdict, PrepareOptions, VerifyOptions};
 use crate::platform::ledger::CleanupOutcome;
-use crate::platform::target;
 
-/// The resolved config and a client for the cluster (the simulator is refused: it would
-/// not outlive prepare's process).
-async fn connect(common: &CommonArgs) -> Result<(Config, kube::Client, String), CommandError> {
+/// The resolved config and the cluster, opened (the simulator is refused: it would not
+/// outlive prepare's process).
+async fn connect(common: &CommonArgs) -> Result<(Config, Target), CommandError> {
     let resolved = super::load_config(
         &common.target,
         common.profile.as_deref(),
@@ -32,12 +32,8 @@ async fn connect(common: &CommonArgs) -> Result<(Config, kube::Client, String), 
                 .into(),
         ));
     }
-    let kc = target::cluster_config(&cfg.target).await?;
-    let server = kc.cluster_url.to_string();
-    let retry = crate::platform::retry::RetryPolicy::from_config(&cfg.api);
-    let client = target::connect(kc, retry).await?;
-    target::check_opt_in(&client, &cfg.target.namespace).await?;
-    Ok((cfg, client, server))
+    let target = Target::open(&cfg, |_| {}).await?;
+    Ok((cfg, target))
 }
 
 fn say(line: &str) {
@@ -45,15 +41,12 @@ fn say(line: &str) {
 }
 
 /// After an interrupt: removes everything the gate's run created (found by its run-id
-/// label, taints included), says what could not be removed, and gives the exit code.
+/// label, taints included), says what it removed and what it could not, and gives the exit
+/// code.
 async fn sweep_interrupted(client: &kube::Client, cfg: &Config, run_id: &str) -> i32 {
-    let budget = cfg.budgets.delete.duration();
-    let ns = &cfg.target.namespace;
-    for r in crate::platform::janitor::sweep_run(client, ns, run_id, budget).await {
-        match r.outcome {
-            CleanupOutcome::Leaked(_) => eprintln!("leak: {} {:?}", r.object, r.outcome),
-            CleanupOutcome::Refused(why) => eprintln!("{why}"),
-            _ => say(&format!("cleanup: {}: {:?}", r.object, r.outcome)),
+    for r in shell::sweep(client, cfg, run_id).await {
+        if !r.is_leak() && !matches!(r.outcome, CleanupOutcome::Refused(_)) {
+            say(&format!("cleanup: {}: {:?}", r.object, r.outcome));
         }
     }
     crate::exit_code::INTERRUPTED
@@ -67,10 +60,9 @@ pub async fn gate(args: GateArgs) -> Result<i32, CommandError> {
 }
 
 async fn prepare(args: PrepareArgs) -> Result<i32, CommandError> {
-    let (mut cfg, client, server) = connect(&args.common).await?;
-    if let Some(picked) = crate::platform::options::settle(&client, &mut cfg).await? {
-        say(&picked);
-    }
+    let (mut cfg, target) = connect(&args.common).await?;
+    target.settle_options(&mut cfg, &say).await?;
+    let (client, server) = (target.client, target.server);
     let opts = PrepareOptions {
         run_id: format!("gate-{}", super::run::random_hex(4)),
         expires_in: chrono::Duration::hours(i64::from(args.expires_in_hours)),
@@ -101,6 +93,28 @@ async fn prepare(args: PrepareArgs) -> Result<i32, CommandError> {
     Ok(crate::exit_code::SUCCESS)
 }
 
+/// The gate's verdict, summary, guidance, phases and restore verdict, on stdout.
+fn print_outcome(outcome: &gate::GateOutcome) {
+    println!();
+    println!("gate verdict: {}", outcome.verdict);
+    println!("  {}", outcome.summary);
+    if let Some(g) = &outcome.guidance {
+        println!("  guidance for users: {g}");
+    }
+    match outcome.resume_to_next_cell {
+        Some(d) => println!(
+            "  resume -> Running {:.2} s; resume -> next cell done {:.2} s",
+            outcome.resume_to_running.as_secs_f64(),
+            d.as_secs_f64()
+        ),
+        None => println!(
+            "  resume -> Running {:.2} s",
+            outcome.resume_to_running.as_secs_f64()
+        ),
+    }
+    print!("{}", outcome.restore);
+}
+
 async fn verify(args: VerifyArgs) -> Result<i32, CommandError> {
     // Read the state first: a bad file is a usage error before anything is contacted.
     let state = GateState::read(&args.common.state)?;
@@ -108,7 +122,8 @@ async fn verify(args: VerifyArgs) -> Result<i32, CommandError> {
     if common.target.namespace.is_none() {
         common.target.namespace = Some(state.namespace.clone());
     }
-    let (cfg, client, server) = connect(&common).await?;
+    let (cfg, target) = connect(&common).await?;
+    let (client, server) = (target.client, target.server);
     if cfg.target.namespace != state.namespace {
         return Err(CommandError::Usage(format!(
             "the state file is for namespace {:?}, not {:?}",
@@ -149,24 +164,7 @@ async fn verify(args: VerifyArgs) -> Result<i32, CommandError> {
         }
     };
     let outcome = verified?;
-    println!();
-    println!("gate verdict: {}", outcome.verdict);
-    println!("  {}", outcome.summary);
-    if let Some(g) = &outcome.guidance {
-        println!("  guidance for users: {g}");
-    }
-    match outcome.resume_to_next_cell {
-        Some(d) => println!(
-            "  resume -> Running {:.2} s; resume -> next cell done {:.2} s",
-            outcome.resume_to_running.as_secs_f64(),
-            d.as_secs_f64()
-        ),
-        None => println!(
-            "  resume -> Running {:.2} s",
-            outcome.resume_to_running.as_secs_f64()
-        ),
-    }
-    print!("{}", outcome.restore);
+    print_outcome(&outcome);
     let redactor =
         crate::report::Redactor::new(token.map(|t| t.expose().to_string()).into_iter().collect());
     let dir = &cfg.reports.dir;
@@ -179,10 +177,8 @@ async fn verify(args: VerifyArgs) -> Result<i32, CommandError> {
         Ok(path) => say(&format!("page written to {}", path.display())),
         Err(e) => eprintln!("warning: {e}"),
     }
+    shell::say_cleanup(&outcome.cleanup);
     let leaks: Vec<_> = outcome.cleanup.iter().filter(|r| r.is_leak()).collect();
-    for l in &leaks {
-        eprintln!("leak: {} {:?}", l.object, l.outcome);
-    }
     let code = if args.require_restore && outcome.verdict == GateVerdict::SnapshotInvalidated {
         crate::exit_code::FRESH_SESSION
     } else {

@@ -5,8 +5,10 @@ pub mod doctor;
 pub mod drill;
 pub mod gate;
 pub mod janitor;
+pub mod probe;
 pub mod report;
 pub(crate) mod run;
+pub mod shell;
 mod sim;
 mod status;
 
@@ -26,7 +28,7 @@ pub enum CommandError {
     #[error("the embedded simulator failed")]
     Sim(#[from] SimError),
     #[error(transparent)]
-    Probe(#[from] crate::session::probe::ProbeError),
+    Probe(#[from] probe::ProbeError),
     #[error(transparent)]
     Suite(#[from] crate::bdd::SuiteError),
     #[error("the simulator profile cannot be used: {0}")]
@@ -113,7 +115,7 @@ pub async fn dispatch(command: Command) -> Result<i32, CommandError> {
     match command {
         Command::Run(args) => run::run(args).await,
         Command::Sim(args) => sim::sim(args).await,
-        Command::Probe(args) => Ok(crate::session::probe::run(&args.command).await?),
+        Command::Probe(args) => Ok(probe::run(&args.command).await?),
         Command::Cost(args) => cost::run(args).await,
         Command::Report(args) => report::run(args).await,
         Command::Status(args) => status::status(args.target).await,

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use super::CommandError;
+use super::shell::Target;
 use crate::cli::{KeepArg, RunArgs};
 use crate::config::{self, LoadRequest, Override, Resolved, TargetKind};
 use crate::platform::target;
@@ -125,75 +126,17 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
         return Ok(crate::exit_code::SUCCESS);
     }
     let mut cfg = resolved.config.clone();
-    // The shipped features are written to a temporary directory that lives as long as the
-    // run (cucumber reads files); nothing is read from the working directory.
-    let (features, shipped_dir) = match given {
-        Some(dir) => (dir, None),
-        None => {
-            let io = |source| CommandError::Io {
-                what: "write the shipped features to a temporary directory",
-                source,
-            };
-            let tmp = tempfile::Builder::new()
-                .prefix("wsgate-shipped-")
-                .tempdir()
-                .map_err(io)?;
-            (
-                crate::bdd::features::write_shipped(tmp.path()).map_err(io)?,
-                Some(tmp),
-            )
-        }
-    };
+    let (features, shipped_dir) = features_to_run(given)?;
     // Check the features before anything is started or created.
     crate::bdd::features::check(&features).map_err(crate::bdd::SuiteError::Features)?;
-    let retry = crate::platform::retry::RetryPolicy::from_config(&cfg.api);
-    let (client, sim, server) = match cfg.target.kind {
-        TargetKind::Sim => {
-            let sim = start_simulator(&cfg).await?;
-            let url = sim.url();
-            println!(
-                "target: the embedded simulator at {url} (not a real cluster){}",
-                if cfg.sim.enforce_rbac {
-                    "; it enforces the RBAC of deploy/base"
-                } else {
-                    ""
-                }
-            );
-            let client = target::connect(sim.config().await?, retry).await?;
-            (client, Some(sim), url)
-        }
-        TargetKind::Cluster => {
-            let kc = target::cluster_config(&cfg.target).await?;
-            let url = kc.cluster_url.to_string();
-            println!("target: cluster at {url}");
-            (target::connect(kc, retry).await?, None, url)
-        }
-    };
-    target::check_opt_in(&client, &cfg.target.namespace).await?;
-    println!(
-        "namespace {:?} is opted in ({}=true)",
-        cfg.target.namespace,
-        target::OPT_IN_LABEL
-    );
-    if let Some(picked) = crate::platform::options::settle(&client, &mut cfg).await? {
-        println!("{picked}");
-    }
-    let ctx = std::sync::Arc::new(crate::bdd::RunContext {
+    let target = open_target(&mut cfg).await?;
+    let Target {
         client,
-        run_id: new_run_id(),
-        // WSGATE_JUPYTER_TOKEN pins the token (tests check that no report contains it).
-        token: crate::session::Secret::new(
-            std::env::var("WSGATE_JUPYTER_TOKEN")
-                .ok()
-                .filter(|t| !t.is_empty())
-                .unwrap_or_else(|| random_hex(24)),
-        ),
-        simulator: sim.is_some(),
-        cleanup: Default::default(),
-        shared: Default::default(),
-        scenarios: Default::default(),
-        config: cfg,
-    });
+        sim,
+        server,
+        ..
+    } = target;
+    let ctx = run_context(client, sim.is_some(), cfg);
     println!("run id: {}", ctx.run_id);
     let started_at = chrono::Utc::now();
     let suite_options = crate::bdd::runner::SuiteOptions { features };
@@ -218,25 +161,8 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
         }
         signal = super::interrupted() => {
             let signal = signal?;
-            // In-flight scenarios are abandoned; everything this run created carries its
-            // run-id label, so sweep by label, then still write the reports.
-            eprintln!("{signal}: interrupted; removing what run {} created", ctx.run_id);
-            let budget = ctx.config.budgets.delete.duration();
-            let ns = &ctx.config.target.namespace;
-            let results = crate::platform::janitor::sweep_run(&ctx.client, ns, &ctx.run_id, budget).await;
-            ctx.cleanup
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .extend(results.into_iter().map(|r| ("(interrupted)".to_string(), r)));
             let gpu_allocation = stop_sampler(sampler).await;
-            write_reports(&ctx, &resolved, gpu_allocation, started_at, server, sim.as_ref(), crate::exit_code::INTERRUPTED);
-            for (_, leak) in ctx.leaks() {
-                eprintln!("leak: {} {:?}", leak.object, leak.outcome);
-            }
-            if let Some(sim) = sim {
-                sim.shutdown().await;
-            }
-            return Ok(crate::exit_code::INTERRUPTED);
+            return Ok(interrupted(signal, &ctx, &resolved, gpu_allocation, started_at, server, sim).await);
         }
     };
     let gpu_allocation = stop_sampler(sampler).await;
@@ -249,6 +175,92 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
         sim.as_ref(),
         outcome.exit_code(),
     );
+    let source = match &shipped_dir {
+        Some(_) => "wsgate (`wsgate run --dry-run` lists them)".to_string(),
+        None => suite_options.features.display().to_string(),
+    };
+    summarize(&outcome, &ctx.config, &source);
+    if let Some(sim) = sim {
+        sim.shutdown().await;
+    }
+    Ok(outcome.exit_code())
+}
+
+/// The run's context: a new run id and Jupyter token (`WSGATE_JUPYTER_TOKEN` pins it: tests
+/// check that no report contains it).
+fn run_context(
+    client: kube::Client,
+    simulator: bool,
+    config: config::Config,
+) -> std::sync::Arc<crate::bdd::RunContext> {
+    std::sync::Arc::new(crate::bdd::RunContext {
+        client,
+        run_id: new_run_id(),
+        token: crate::session::Secret::new(
+            std::env::var("WSGATE_JUPYTER_TOKEN")
+                .ok()
+                .filter(|t| !t.is_empty())
+                .unwrap_or_else(|| random_hex(24)),
+        ),
+        simulator,
+        cleanup: Default::default(),
+        shared: Default::default(),
+        scenarios: Default::default(),
+        config,
+    })
+}
+
+/// The features to run: the directory or file given, or the shipped ones written to a
+/// temporary directory that lives as long as the run (cucumber reads files; nothing is read
+/// from the working directory).
+fn features_to_run(
+    given: Option<std::path::PathBuf>,
+) -> Result<(std::path::PathBuf, Option<tempfile::TempDir>), CommandError> {
+    if let Some(dir) = given {
+        return Ok((dir, None));
+    }
+    let io = |source| CommandError::Io {
+        what: "write the shipped features to a temporary directory",
+        source,
+    };
+    let tmp = tempfile::Builder::new()
+        .prefix("wsgate-shipped-")
+        .tempdir()
+        .map_err(io)?;
+    let dir = crate::bdd::features::write_shipped(tmp.path()).map_err(io)?;
+    Ok((dir, Some(tmp)))
+}
+
+/// Opens the run's target, says which it is and that the namespace is opted in, and
+/// settles the workspace options.
+async fn open_target(cfg: &mut config::Config) -> Result<Target, CommandError> {
+    let target = Target::open(cfg, |_| {}).await?;
+    match &target.sim {
+        Some(_) => println!(
+            "target: {}{}",
+            target.words,
+            if cfg.sim.enforce_rbac {
+                "; it enforces the RBAC of deploy/base"
+            } else {
+                ""
+            }
+        ),
+        None => println!("target: cluster at {}", target.server),
+    }
+    println!(
+        "namespace {:?} is opted in ({}=true)",
+        cfg.target.namespace,
+        target::OPT_IN_LABEL
+    );
+    if let Err(e) = target.settle_options(cfg, &|l| println!("{l}")).await {
+        target.close().await;
+        return Err(e);
+    }
+    Ok(target)
+}
+
+/// The run's last lines: the counts, each leak, and why a run of no scenario fails.
+fn summarize(outcome: &crate::bdd::SuiteOutcome, cfg: &config::Config, source: &str) {
     println!(
         "{} scenarios: {} passed, {} failed, {} skipped",
         outcome.scenarios, outcome.passed, outcome.failed, outcome.skipped
@@ -259,20 +271,57 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
     if outcome.scenarios == 0 {
         eprintln!(
             "error: no scenario matched (tags: {}, name: {}): nothing ran, and a run of nothing \
-             does not pass; check --tags and --name against the features in {}",
-            ctx.config.run.tags.as_deref().unwrap_or("(any)"),
-            ctx.config.run.name.as_deref().unwrap_or("(any)"),
-            if shipped_dir.is_some() {
-                "wsgate (`wsgate run --dry-run` lists them)".to_string()
-            } else {
-                suite_options.features.display().to_string()
-            }
+             does not pass; check --tags and --name against the features in {source}",
+            cfg.run.tags.as_deref().unwrap_or("(any)"),
+            cfg.run.name.as_deref().unwrap_or("(any)"),
         );
+    }
+}
+
+/// After SIGINT or SIGTERM: the in-flight scenarios are abandoned; everything this run
+/// created carries its run-id label, so it is swept by label (taints included), and the
+/// reports are still written. Returns the exit code.
+async fn interrupted(
+    signal: &str,
+    ctx: &std::sync::Arc<crate::bdd::RunContext>,
+    resolved: &config::Resolved,
+    gpu_allocation: Vec<crate::report::GpuSample>,
+    started_at: chrono::DateTime<chrono::Utc>,
+    server: String,
+    sim: Option<SimHandle>,
+) -> i32 {
+    eprintln!(
+        "{signal}: interrupted; removing what run {} created",
+        ctx.run_id
+    );
+    let budget = ctx.config.budgets.delete.duration();
+    let ns = &ctx.config.target.namespace;
+    let results = crate::platform::janitor::sweep_run(&ctx.client, ns, &ctx.run_id, budget).await;
+    ctx.cleanup
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .extend(
+            results
+                .into_iter()
+                .map(|r| ("(interrupted)".to_string(), r)),
+        );
+    let code = crate::exit_code::INTERRUPTED;
+    write_reports(
+        ctx,
+        resolved,
+        gpu_allocation,
+        started_at,
+        server,
+        sim.as_ref(),
+        code,
+    );
+    for (_, leak) in ctx.leaks() {
+        eprintln!("leak: {} {:?}", leak.object, leak.outcome);
     }
     if let Some(sim) = sim {
         sim.shutdown().await;
     }
-    Ok(outcome.exit_code())
+    code
 }
 
 /// Writes every report format under `reports/<run-id>/`, with the run's secrets redacted,
@@ -380,11 +429,6 @@ async fn stop_sampler(sampler: GpuSampler) -> Vec<crate::report::GpuSample> {
     sampler.task.abort();
     let _ = sampler.task.await;
     std::mem::take(&mut *sampler.samples.lock().unwrap_or_else(|e| e.into_inner()))
-}
-
-/// Starts the embedded simulator with the configured profile and runtime.
-async fn start_simulator(cfg: &crate::config::Config) -> Result<SimHandle, CommandError> {
-    start_simulator_with(cfg, |_| {}).await
 }
 
 /// Starts the embedded simulator from the configured profile and runtime, after `edit`.

@@ -8,7 +8,7 @@
 //!   budgeted `execute`; [`matcher`] matches replies by parent msg_id (pure).
 //! - [`cells`]: the embedded cell templates and their safe parameter filling.
 //! - [`marker`]: the nonce; [`protocol`]: `mark` and `collect_evidence`.
-//! - [`probe`]: `wsgate probe mark|check` for ad-hoc use against any Jupyter server.
+//! - [`probe_state`]: the state file of `wsgate probe` (the command is `commands/probe.rs`).
 //!
 //! The evidence types are pure data and live in `crate::verdict::evidence`; they are
 //! re-exported here.
@@ -22,7 +22,6 @@ pub mod error;
 pub mod marker;
 pub mod matcher;
 pub mod models;
-pub mod probe;
 pub mod probe_state;
 pub mod protocol;
 mod tls;
@@ -38,7 +37,6 @@ pub use error::SessionError;
 pub use marker::{Nonce, SealedNonce};
 pub use matcher::{CellException, ExecuteOutcome, ExecuteStatus};
 pub use models::{KernelModel, ServerStatus, SessionModel};
-pub use probe::{ProbeArgs, ProbeCommand, ProbeError};
 pub use protocol::{
     Budgets, MarkerPlan, Stamps, collect_evidence, collect_evidence_stamped, mark, slow_every_cell,
     start_kernel,

@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use wsgate::cli::probe::{ProbeArgs, ProbeCommand};
+use wsgate::commands::probe;
 use wsgate::exit_code;
-use wsgate::session::probe::{self, ProbeArgs, ProbeCommand};
 use wsgate::session::probe_state::ProbeState;
 use wsgate::session::{
     Auth, AuthScheme, Budgets, Cell, ClientOptions, ExecuteOptions, ExecuteStatus, JupyterClient,
