@@ -69,10 +69,7 @@ pub fn write_page(
     name: &str,
     redactor: &Redactor,
 ) -> Result<PathBuf, ReportError> {
-    check_run_id(run_id)?;
-    let run_dir = dir.join(run_id);
-    create_dir(&run_dir)?;
-    write_file(&run_dir.join(name), &redactor.redact(page))
+    write_in_run_dir(dir, run_id, name, &redactor.redact(page))
 }
 
 /// Writes one command's own result (`drill.json`, `gate-verify.json`) as
@@ -89,9 +86,20 @@ pub fn write_json(
     let mut json = serde_json::to_value(value).map_err(serialize)?;
     redactor.redact_value(&mut json);
     let text = serde_json::to_string_pretty(&json).map_err(serialize)?;
+    write_in_run_dir(dir, run_id, name, &redactor.redact(&text))
+}
+
+/// Writes `text` (already redacted) as `<dir>/<run-id>/<name>`, after checking the run id.
+fn write_in_run_dir(
+    dir: &Path,
+    run_id: &str,
+    name: &str,
+    text: &str,
+) -> Result<PathBuf, ReportError> {
+    check_run_id(run_id)?;
     let run_dir = dir.join(run_id);
     create_dir(&run_dir)?;
-    write_file(&run_dir.join(name), &redactor.redact(&text))
+    write_file(&run_dir.join(name), text)
 }
 
 /// Re-renders `summary.md` and `report.html` from a report into `dir`.
