@@ -161,8 +161,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
         }
         signal = super::interrupted() => {
             let signal = signal?;
-            let gpu_allocation = stop_sampler(sampler).await;
-            return Ok(interrupted(signal, &ctx, &resolved, gpu_allocation, started_at, server, sim).await);
+            return Ok(interrupted(signal, &ctx, &resolved, sampler, started_at, server, sim).await);
         }
     };
     let gpu_allocation = stop_sampler(sampler).await;
@@ -285,7 +284,7 @@ async fn interrupted(
     signal: &str,
     ctx: &std::sync::Arc<crate::bdd::RunContext>,
     resolved: &config::Resolved,
-    gpu_allocation: Vec<crate::report::GpuSample>,
+    sampler: GpuSampler,
     started_at: chrono::DateTime<chrono::Utc>,
     server: String,
     sim: Option<SimHandle>,
@@ -305,6 +304,8 @@ async fn interrupted(
                 .into_iter()
                 .map(|r| ("(interrupted)".to_string(), r)),
         );
+    // Sampled until the sweep is done, so the report shows the GPUs it freed.
+    let gpu_allocation = stop_sampler(sampler).await;
     let code = crate::exit_code::INTERRUPTED;
     write_reports(
         ctx,

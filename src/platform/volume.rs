@@ -129,18 +129,23 @@ pub async fn code_server_data_dir(
     budget: &'static str,
     limit: Duration,
 ) -> Result<DataDir, VolumeError> {
-    let script = r#"cd "$HOME" || exit 97
+    // Both sides resolved (`pwd -P`: symlinks, `..`, a trailing `/`) before they are
+    // compared; a directory that does not exist yet is compared as written.
+    let script = r#"home=$(cd "$HOME" && pwd -P) || exit 97
 data="${XDG_DATA_HOME:-$HOME/.local/share}/code-server"
-case "$data" in
-  "$HOME"/*) echo "inside ${data#"$HOME"/}" ;;
-  *) echo "outside $data" ;;
+real=$(cd "$data" 2>/dev/null && pwd -P) || real="$data"
+case "$real" in
+  "$home"/*) echo "inside ${real#"$home"/}" ;;
+  *) echo "outside $real" ;;
 esac"#;
     let (name, out) = run_script(client, pod, script, &[], budget, limit).await?;
     let line = out.trim_end_matches('\n');
     match line.split_once(' ') {
-        Some(("inside", rel)) if inside_home(rel) && !line.contains('\n') => {
-            Ok(DataDir::Inside(rel.to_owned()))
-        }
+        Some(("inside", rel)) if !line.contains('\n') => match inside_home(rel) {
+            true => Ok(DataDir::Inside(rel.to_owned())),
+            // `$HOME/../x`, written but not yet there: not on the home volume.
+            false => Ok(DataDir::Outside(rel.to_owned())),
+        },
         Some(("outside", abs)) if !line.contains('\n') => Ok(DataDir::Outside(abs.to_owned())),
         _ => Err(VolumeError::Garbled {
             pod: name,

@@ -198,9 +198,9 @@ mod tests {
         // A JupyterLab scenario never waits for code-server.
         let s = scenario(&[(Mark::ResumeRequested, 100), (Mark::WorkspaceResumed, 900)]);
         let f = failure_summary(&s).unwrap();
-        assert_ne!(
+        assert_eq!(
             f.phase.as_deref(),
-            Some("resume_to_editor"),
+            Some("resume_to_pod_restored"),
             "{}",
             f.message
         );

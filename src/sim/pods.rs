@@ -44,8 +44,9 @@ pub enum Program {
     CodeServer,
 }
 
-/// How to start a workspace pod's server.
-#[derive(Debug, Clone)]
+/// How to start a workspace pod's server. Its `Debug` names the environment's variables
+/// and the token's presence, never their values (they can come from Secrets).
+#[derive(Clone)]
 pub struct JupyterSpec {
     /// What runs: JupyterLab or code-server.
     pub program: Program,
@@ -65,6 +66,21 @@ pub struct JupyterSpec {
     /// The pod's IP when its container is restarted (a restart keeps the pod's address);
     /// `None` for a first start, which allocates one.
     pub pod_ip: Option<String>,
+}
+
+impl std::fmt::Debug for JupyterSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JupyterSpec")
+            .field("program", &self.program)
+            .field("env", &self.env.iter().map(|(k, _)| k).collect::<Vec<_>>())
+            .field("home", &self.home)
+            .field("base_url", &self.base_url)
+            .field("token", &self.token.as_ref().map(|_| "[redacted]"))
+            .field("port", &self.port)
+            .field("etc_jupyter", &self.etc_jupyter.len())
+            .field("pod_ip", &self.pod_ip)
+            .finish()
+    }
 }
 
 /// Why a pod's process could not be started, checkpointed or restored.

@@ -15,6 +15,9 @@ use crate::verdict::{FileState, FilesVerdict, decide_files};
 /// The container port of the `codeserver` port id in upstream's kind.
 pub const CODE_SERVER_PORT: u16 = 8888;
 
+/// How often `/healthz` is asked again while code-server does not answer.
+const RETRY_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// What `/healthz` answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CodeServerHealth {
@@ -74,13 +77,24 @@ impl Trial {
                 route.describe_for("code-server")
             ))
         };
-        let answer = http.get(&url).send().await.map_err(|e| {
-            if e.is_timeout() {
-                unreachable(format!("budget `kernel_reachable` ({limit:?}) ran out"))
-            } else {
-                unreachable(crate::output::one_line(&e))
+        // No readiness probe in the kind: the pod can be Running before code-server
+        // listens. Ask again until it answers or the budget runs out.
+        let deadline = tokio::time::Instant::now() + limit;
+        let answer = loop {
+            match http.get(&url).send().await {
+                Ok(a) => break a,
+                Err(e) if tokio::time::Instant::now() + RETRY_EVERY < deadline => {
+                    tracing::debug!(error = %e, "code-server did not answer yet");
+                    tokio::time::sleep(RETRY_EVERY).await;
+                }
+                Err(e) => {
+                    return Err(unreachable(format!(
+                        "budget `kernel_reachable` ({limit:?}) ran out; last: {}",
+                        crate::output::one_line(&e)
+                    )));
+                }
             }
-        })?;
+        };
         let status = answer.status();
         let body: serde_json::Value = answer
             .json()

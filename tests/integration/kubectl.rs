@@ -831,17 +831,25 @@ async fn create_secret_quota_configmap_namespace_and_serviceaccount_send_protobu
     else {
         return;
     };
+    // kubectl says what it sends at -v=8: the body really is protobuf.
     let out = f
-        .ok(&[
+        .run(&[
             "create",
             "secret",
             "generic",
             "pb-secret",
             "--from-literal=token=s3cr3t",
             "--from-literal=empty=",
+            "-v=8",
         ])
         .await;
-    assert!(out.contains("secret/pb-secret created"), "{out}");
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("secret/pb-secret created"), "{stdout}");
+    assert!(
+        stderr.contains("Content-Type: application/vnd.kubernetes.protobuf"),
+        "{stderr}"
+    );
     f.ok(&[
         "create",
         "quota",

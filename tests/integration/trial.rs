@@ -106,10 +106,14 @@ async fn a_vscode_workspace_keeps_its_files_and_data_outside_home_is_refused() {
         name: Some("codeserver-tmp-data".into()),
         ..Default::default()
     };
+    // Off the home volume, as /tmp/data-jovyan would be in a real image; here a directory of
+    // this test's own, since the simulated pod's processes run on this machine.
+    let off_home = tempfile::tempdir().unwrap();
+    let data_home = off_home.path().join("data-jovyan").display().to_string();
     tmp_data.spec.pod_template["extraEnv"]
         .as_array_mut()
         .unwrap()
-        .push(serde_json::json!({"name": "XDG_DATA_HOME", "value": "/tmp/data-jovyan"}));
+        .push(serde_json::json!({"name": "XDG_DATA_HOME", "value": data_home}));
     tmp_data.status = None;
     kinds.create(&Default::default(), &tmp_data).await.unwrap();
     let mut ledger = Ledger::default();
@@ -136,7 +140,9 @@ async fn a_vscode_workspace_keeps_its_files_and_data_outside_home_is_refused() {
 
     let refused = tmp.write_editor_files(&cfg, "t1").await.unwrap_err();
     assert!(
-        refused.to_string().contains("/tmp/data-jovyan/code-server")
+        refused
+            .to_string()
+            .contains(&format!("{data_home}/code-server"))
             && refused.to_string().contains("outside the home volume"),
         "{refused}"
     );
@@ -147,10 +153,17 @@ async fn a_vscode_workspace_keeps_its_files_and_data_outside_home_is_refused() {
     assert_eq!(health.status, "expired");
     let written = kept.write_editor_files(&cfg, "t1").await.unwrap().clone();
     assert_eq!(written.before.len(), 3, "{written:?}");
+    let pod_uid = |p: Option<k8s_openapi::api::core::v1::Pod>| p.and_then(|p| p.metadata.uid);
+    let before = pod_uid(kept.current_pod().await.unwrap()).expect("a pod before the pause");
     kept.pause_watched(BUDGET).await.unwrap();
     reach(&client, "vscode-kept", WorkspaceState::Paused).await;
     kept.resume_watched(BUDGET).await.unwrap();
     reach(&client, "vscode-kept", WorkspaceState::Running).await;
+    let after = pod_uid(kept.current_pod().await.unwrap()).expect("a pod after the resume");
+    assert_ne!(
+        before, after,
+        "the resume started a new pod: nothing but files came back"
+    );
     let v = kept.files_verdict(&cfg).await.unwrap();
     assert_eq!(v.kind, FilesVerdictKind::FilesKept, "{v:?}");
     let removed = kept.remove_editor_file(&cfg, "extension").await.unwrap();

@@ -1,14 +1,11 @@
 //! The stateless kind's steps (VS Code, GKE Workspaces' `codeserver` kind): create it,
-//! reach code-server, write a file, the settings and an extension through exec, check what
-//! the paused workspace still holds on its node, and the files verdict. The pause, resume
+//! reach code-server, write a file, the settings and an extension through exec, remove one,
+//! and the files verdict. The pause, resume
 //! and state steps are the workspace steps'.
 
 use cucumber::{given, then};
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams};
 
 use crate::bdd::world::{StepResult, WsWorld, said};
-use crate::platform::names::WORKSPACE_LABEL;
 use crate::timeline::Mark;
 
 /// code-server needs a server process: the simulator's `none` runtime starts none.
@@ -87,66 +84,6 @@ async fn delete_file(w: &mut WsWorld, name: String) -> StepResult {
         .map_err(|e| said(&e))?;
     w.log.push(format!("deleted {name}: {path}"));
     Ok(())
-}
-
-/// What a paused workspace must no longer hold: no pod of it is bound to the node it ran
-/// on, so the scheduler counts none of its CPU, memory or GPU requests there.
-#[then(expr = "the node it ran on counts none of its CPU, memory or GPU requests")]
-async fn node_released(w: &mut WsWorld) -> StepResult {
-    let trial = w.trial()?;
-    let node = trial
-        .node_before_pause
-        .clone()
-        .ok_or("the workspace had no pod on a node before the pause")?;
-    let name = trial.workspace.name.clone();
-    let pods: Api<Pod> = Api::all(w.ctx.client.clone());
-    let on_node = pods
-        .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
-        .await
-        .map_err(|e| format!("cannot list the pods on node {node}: {e}"))?;
-    let holding: Vec<String> = on_node
-        .items
-        .iter()
-        .filter(|p| {
-            p.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(WORKSPACE_LABEL))
-                == Some(&name)
-        })
-        .filter(|p| {
-            !matches!(
-                p.status.as_ref().and_then(|s| s.phase.as_deref()),
-                Some("Succeeded" | "Failed")
-            )
-        })
-        .map(|p| {
-            let requests = p
-                .spec
-                .as_ref()
-                .and_then(|s| s.containers.first())
-                .and_then(|c| c.resources.as_ref()?.requests.as_ref())
-                .map(|r| {
-                    r.iter()
-                        .map(|(k, q)| format!("{k}={}", q.0))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                })
-                .unwrap_or_default();
-            format!("{} ({requests})", p.metadata.name.as_deref().unwrap_or("?"))
-        })
-        .collect();
-    if holding.is_empty() {
-        w.log.push(format!(
-            "node {node}: no pod of workspace {name} holds its requests"
-        ));
-        Ok(())
-    } else {
-        Err(format!(
-            "the paused workspace still holds requests on node {node}: {}",
-            holding.join("; ")
-        ))
-    }
 }
 
 #[then(expr = "the files verdict is {string}")]
