@@ -117,7 +117,7 @@ fn unknown_hint(section: &str, key: &str) -> String {
         );
     }
     let mut hint = schema::key_hint(section, key);
-    if let Some(near) = schema::closest(
+    if let Some(near) = super::near::closest(
         key,
         schema::KEYS
             .iter()

@@ -4,7 +4,7 @@
 use toml::Value;
 
 use super::budget::Budget;
-use super::schema::closest;
+use super::near::closest;
 
 /// What a key accepts.
 #[derive(Debug, Clone, Copy)]

@@ -28,6 +28,7 @@ mod env;
 mod error;
 mod kind;
 mod layer;
+mod near;
 mod origin;
 mod profile;
 mod request;

@@ -3,6 +3,7 @@
 //! the two equal.
 
 pub(crate) use super::kind::Kind;
+use super::near::closest;
 
 /// The sections, in the order they are documented and rendered.
 pub(crate) const SECTIONS: &[&str] = &[
@@ -150,36 +151,6 @@ fn bracketed<'a>(names: impl Iterator<Item = &'a str>) -> String {
         .map(|n| format!("[{n}]"))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// The candidate nearest to `word` by edit distance, if it is near enough to be a typo.
-pub(crate) fn closest<'a>(
-    word: &str,
-    candidates: impl Iterator<Item = &'a str>,
-) -> Option<&'a str> {
-    let word = word.to_ascii_lowercase();
-    candidates
-        .map(|c| (edit_distance(&word, c), c))
-        .filter(|(d, c)| *d > 0 && *d <= 2.max(c.len() / 4))
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, c)| c)
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let above = row[j + 1];
-            row[j + 1] = (diagonal + usize::from(ca != *cb))
-                .min(above + 1)
-                .min(row[j] + 1);
-            diagonal = above;
-        }
-    }
-    row[b.len()]
 }
 
 #[cfg(test)]

@@ -26,9 +26,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::kubelet::WORKSPACE_LABEL;
 use super::scheduler::{gpu_request, set_condition};
 use super::{Ctx, Next, ObjKey, Reconciler, events, kind};
+use crate::platform::names::WORKSPACE_LABEL;
 use crate::sim::bucket::SnapshotLocation;
 use crate::sim::faults::{self, FAULT_ANNOTATION, Fault};
 pub(crate) use crate::sim::json::{now_rfc3339_ms, str_at};
