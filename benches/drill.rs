@@ -207,14 +207,7 @@ fn main() {
                 mem_mib(&sim.pid(), "VmRSS:"),
                 mem_mib(&sim.pid(), "VmHWM:"),
             );
-            let _ = ledger
-                .cleanup(
-                    &client,
-                    &wsgate::platform::ownership::Claim::Run(run_id.clone()),
-                    std::time::Duration::from_secs(120),
-                    false,
-                )
-                .await;
+            clean_up(&client, &mut ledger, &run_id).await;
             drop(sim);
             return;
         }
@@ -280,15 +273,20 @@ fn main() {
              {rss_before:.0} MiB before, {rss_after:.0} MiB after, peak {:.0} MiB",
             mem_mib("self", "VmHWM:")
         );
-        let _ = ledger
-            .cleanup(
-                &client,
-                &wsgate::platform::ownership::Claim::Run(run_id.clone()),
-                std::time::Duration::from_secs(120),
-                false,
-            )
-            .await;
+        clean_up(&client, &mut ledger, &run_id).await;
     });
+}
+
+/// Removes what the drill recorded in `ledger` (both modes), within two minutes.
+async fn clean_up(client: &kube::Client, ledger: &mut Ledger, run_id: &str) {
+    let _ = ledger
+        .cleanup(
+            client,
+            &wsgate::platform::ownership::Claim::Run(run_id.to_string()),
+            std::time::Duration::from_secs(120),
+            false,
+        )
+        .await;
 }
 
 /// The figures every mode prints: verdicts, wall times and waits.

@@ -4,7 +4,7 @@
 //! the simulator, start `wsgate sim` and use the kubeconfig it writes).
 
 use super::CommandError;
-use super::shell::{self, Target};
+use super::shell::{self, Ended, Target, until_interrupted};
 use crate::cli::gate::{CommonArgs, GateArgs, GateCommand, PrepareArgs, VerifyArgs};
 use crate::config::{Config, TargetKind};
 use crate::gate::{self, GateState, GateVerdict, PrepareOptions, VerifyOptions};
@@ -73,10 +73,13 @@ async fn prepare(args: PrepareArgs) -> Result<i32, CommandError> {
         "preparing the release gate (run id {}) in namespace {}",
         opts.run_id, cfg.target.namespace
     ));
-    let prepared = tokio::select! {
-        r = gate::prepare(&client, &cfg, &opts, &say) => r,
-        signal = super::interrupted() => {
-            eprintln!("{}: interrupted; removing what gate prepare {} created", signal?, opts.run_id);
+    let prepared = match until_interrupted(gate::prepare(&client, &cfg, &opts, &say)).await? {
+        Ended::Done(r) => r,
+        Ended::Interrupted(signal) => {
+            eprintln!(
+                "{signal}: interrupted; removing what gate prepare {} created",
+                opts.run_id
+            );
             return Ok(sweep_interrupted(&client, &cfg, &opts.run_id).await);
         }
     };
@@ -151,15 +154,24 @@ async fn verify(args: VerifyArgs) -> Result<i32, CommandError> {
             None
         }
     };
-    let verified = tokio::select! {
-        r = gate::verify(&client, &cfg, &state, VerifyOptions { keep: args.keep }, &say) => r,
-        signal = super::interrupted() => {
-            let signal = signal?;
+    let work = gate::verify(
+        &client,
+        &cfg,
+        &state,
+        VerifyOptions { keep: args.keep },
+        &say,
+    );
+    let verified = match until_interrupted(work).await? {
+        Ended::Done(r) => r,
+        Ended::Interrupted(signal) => {
             if args.keep || crate::platform::ownership::check_run_id(&state.run_id).is_err() {
                 eprintln!("{signal}: interrupted; the workspace and its objects are left in place");
                 return Ok(crate::exit_code::INTERRUPTED);
             }
-            eprintln!("{signal}: interrupted; removing what gate {} created", state.run_id);
+            eprintln!(
+                "{signal}: interrupted; removing what gate {} created",
+                state.run_id
+            );
             return Ok(sweep_interrupted(&client, &cfg, &state.run_id).await);
         }
     };
