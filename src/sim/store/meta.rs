@@ -133,24 +133,56 @@ pub fn secret_on_write(obj: &mut Value) {
 }
 
 /// Fields the API server defaults on create for built-in kinds: a Pod starts `Pending`, a
-/// Service gets a cluster IP.
+/// Service its defaults and cluster IP.
 pub fn apply_create_defaults(kind: &KindInfo, obj: &mut Value, serial: u64) {
     match kind.kind {
         "Pod" => {
             obj["status"] = serde_json::json!({"phase": "Pending", "qosClass": qos_class(obj)});
         }
-        "Service" => {
-            let spec_ip = obj.pointer("/spec/clusterIP").and_then(Value::as_str);
-            if spec_ip.is_none_or(str::is_empty) {
-                let ip = format!("10.96.{}.{}", (serial >> 8) & 0xFF, (serial & 0xFF).max(1));
-                obj["spec"]["clusterIP"] = serde_json::json!(ip);
-                obj["spec"]["clusterIPs"] = serde_json::json!([ip]);
+        "Service" => service_defaults(obj, serial),
+        _ => {}
+    }
+}
+
+/// kubernetes `pkg/apis/core/v1/defaults.go` (`SetDefaults_Service`: type, session
+/// affinity, each port's protocol and target port, the external traffic policy of a
+/// NodePort or LoadBalancer) and the cluster IP the registry allocates unless the type is
+/// ExternalName (`pkg/registry/core/service/storage/alloc.go`, `allocClusterIPs`).
+fn service_defaults(obj: &mut Value, serial: u64) {
+    use serde_json::json;
+    let Some(o) = obj.as_object_mut() else { return };
+    let spec = o.entry("spec").or_insert_with(|| json!({}));
+    if !spec.is_object() {
+        return;
+    }
+    let unset =
+        |v: Option<&Value>| v.is_none_or(|v| v.is_null() || *v == json!("") || *v == json!(0));
+    if unset(spec.get("type")) {
+        spec["type"] = json!("ClusterIP");
+    }
+    if unset(spec.get("sessionAffinity")) {
+        spec["sessionAffinity"] = json!("None");
+    }
+    let kind = spec["type"].as_str().unwrap_or_default().to_string();
+    if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+        for p in ports.iter_mut().filter(|p| p.is_object()) {
+            if unset(p.get("protocol")) {
+                p["protocol"] = json!("TCP");
             }
-            if obj.pointer("/spec/type").is_none() {
-                obj["spec"]["type"] = serde_json::json!("ClusterIP");
+            if unset(p.get("targetPort")) {
+                p["targetPort"] = p.get("port").cloned().unwrap_or(json!(0));
             }
         }
-        _ => {}
+    }
+    if matches!(kind.as_str(), "NodePort" | "LoadBalancer")
+        && unset(spec.get("externalTrafficPolicy"))
+    {
+        spec["externalTrafficPolicy"] = json!("Cluster");
+    }
+    if kind != "ExternalName" && unset(spec.get("clusterIP")) {
+        let ip = format!("10.96.{}.{}", (serial >> 8) & 0xFF, (serial & 0xFF).max(1));
+        spec["clusterIP"] = json!(ip);
+        spec["clusterIPs"] = json!([ip]);
     }
 }
 
@@ -255,5 +287,30 @@ mod tests {
         let s = random_suffix();
         assert_eq!(s.len(), 5);
         assert!(s.chars().all(|c| "bcdfghjklmnpqrstvwxz2456789".contains(c)));
+    }
+
+    #[test]
+    fn a_service_gets_the_api_servers_defaults_and_no_ip_when_external_name() {
+        let k = kinds::find("", "v1", "services").unwrap();
+        let mut svc = json!({"spec": {"ports": [{"port": 80}, {"port": 81, "targetPort": "web", "protocol": "UDP"}, 7]}});
+        apply_create_defaults(k, &mut svc, 258);
+        assert_eq!(
+            svc["spec"],
+            json!({"type": "ClusterIP", "sessionAffinity": "None",
+                "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80},
+                    {"port": 81, "targetPort": "web", "protocol": "UDP"}, 7],
+                "clusterIP": "10.96.1.2", "clusterIPs": ["10.96.1.2"]})
+        );
+        let mut ext = json!({"spec": {"type": "ExternalName", "externalName": "db.example"}});
+        apply_create_defaults(k, &mut ext, 3);
+        assert!(ext["spec"].get("clusterIP").is_none(), "{ext}");
+        let mut lb = json!({"spec": {"type": "LoadBalancer", "clusterIP": "None"}});
+        apply_create_defaults(k, &mut lb, 3);
+        assert_eq!(lb["spec"]["clusterIP"], "None");
+        assert_eq!(lb["spec"]["externalTrafficPolicy"], "Cluster");
+        // A malformed spec is left to validation, not a panic.
+        let mut odd = json!({"spec": "x"});
+        apply_create_defaults(k, &mut odd, 3);
+        assert_eq!(odd, json!({"spec": "x"}));
     }
 }
