@@ -908,7 +908,7 @@ async fn create_deployment_job_cronjob_service_and_rbac_send_protobuf() {
     use k8s_openapi::api::apps::v1::Deployment;
     use k8s_openapi::api::batch::v1::{CronJob, Job};
     use k8s_openapi::api::core::v1::Service;
-    use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, Role, RoleBinding};
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
     use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
     let Some(f) = setup("create_deployment_job_cronjob_service_and_rbac_send_protobuf").await
     else {
@@ -986,6 +986,15 @@ async fn create_deployment_job_cronjob_service_and_rbac_send_protobuf() {
     .await;
     f.ok(&[
         "create",
+        "clusterrole",
+        "wsgate-pb-cr",
+        "--verb=get",
+        "--resource=workspaces.kubeflow.org",
+        "--resource-name=ws1",
+    ])
+    .await;
+    f.ok(&[
+        "create",
         "clusterrolebinding",
         "wsgate-pb-crb",
         "--clusterrole=view",
@@ -1050,6 +1059,8 @@ async fn create_deployment_job_cronjob_service_and_rbac_send_protobuf() {
         Some(IntOrString::String("http".into()))
     );
     assert_eq!(np.external_traffic_policy.as_deref(), Some("Cluster"));
+    assert_eq!(np.internal_traffic_policy.as_deref(), Some("Cluster"));
+    assert_eq!(np.ip_families.as_deref(), Some(&["IPv4".to_string()][..]));
     let ext = services.get("pb-ext").await.unwrap().spec.unwrap();
     assert_eq!(ext.external_name.as_deref(), Some("db.example"));
     assert_eq!(
@@ -1073,6 +1084,23 @@ async fn create_deployment_job_cronjob_service_and_rbac_send_protobuf() {
         ("ServiceAccount", "default")
     );
     assert_eq!(rb.role_ref.name, "pb-role");
+    let cr = Api::<ClusterRole>::all(f.client.clone())
+        .get("wsgate-pb-cr")
+        .await
+        .unwrap();
+    let rule = &cr.rules.unwrap()[0];
+    assert_eq!(
+        rule.api_groups.as_deref(),
+        Some(&["kubeflow.org".to_string()][..])
+    );
+    assert_eq!(
+        rule.resources.as_deref(),
+        Some(&["workspaces".to_string()][..])
+    );
+    assert_eq!(
+        rule.resource_names.as_deref(),
+        Some(&["ws1".to_string()][..])
+    );
     let crb = Api::<ClusterRoleBinding>::all(f.client.clone())
         .get("wsgate-pb-crb")
         .await
@@ -1091,20 +1119,30 @@ async fn create_deployment_job_cronjob_service_and_rbac_send_protobuf() {
         assert!(out.contains(name), "{name}: {out}");
     }
 
-    // A probe is not mapped: the body is refused whole, naming the field, and nothing is stored.
-    let err = post_protobuf_deployment_with_probe(&f.client).await;
+    f.sim.shutdown().await;
+}
+
+/// A probe is not mapped: the body is refused whole, naming the field, and nothing is
+/// stored. Needs no kubectl: the body is built with k8s-pb as kubectl builds it.
+#[tokio::test]
+async fn a_protobuf_deployment_with_a_probe_is_refused_and_not_stored() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    wsgate::install_crypto_provider();
+    let sim = crate::common::start_sim().await;
+    let client = sim.client().await.expect("a kube client for the simulator");
+    let err = post_protobuf_deployment_with_probe(&client).await;
     assert!(
         err.contains("spec.template.spec.containers[0].readinessProbe") && err.contains("as JSON"),
         "{err}"
     );
     assert!(
-        Api::<Deployment>::namespaced(f.client.clone(), NS)
+        Api::<Deployment>::namespaced(client.clone(), NS)
             .get_opt("pb-probe")
             .await
             .unwrap()
             .is_none()
     );
-    f.sim.shutdown().await;
+    sim.shutdown().await;
 }
 
 /// POSTs a protobuf Deployment whose container has a readiness probe; returns the error.

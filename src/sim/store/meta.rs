@@ -144,26 +144,41 @@ pub fn apply_create_defaults(kind: &KindInfo, obj: &mut Value, serial: u64) {
     }
 }
 
-/// kubernetes `pkg/apis/core/v1/defaults.go` (`SetDefaults_Service`: type, session
-/// affinity, each port's protocol and target port, the external traffic policy of a
-/// NodePort or LoadBalancer) and the cluster IP the registry allocates unless the type is
-/// ExternalName (`pkg/registry/core/service/storage/alloc.go`, `allocClusterIPs`).
+/// kubernetes `pkg/apis/core/v1/defaults.go` (`SetDefaults_Service`: type, session affinity
+/// and its client-IP timeout, each port's protocol and target port, the external traffic
+/// policy of an externally reachable Service, the internal traffic policy, a LoadBalancer's
+/// node-port allocation flag) and what the registry allocates unless the type is
+/// ExternalName (`pkg/registry/core/service/storage/alloc.go`: a cluster IP when the client
+/// named none, `clusterIP` and `clusterIPs` kept in step, one IPv4 family). Node ports are
+/// not allocated.
 fn service_defaults(obj: &mut Value, serial: u64) {
     use serde_json::json;
     let Some(o) = obj.as_object_mut() else { return };
     let spec = o.entry("spec").or_insert_with(|| json!({}));
-    if !spec.is_object() {
+    let Some(spec) = spec.as_object_mut() else {
         return;
-    }
+    };
     let unset =
         |v: Option<&Value>| v.is_none_or(|v| v.is_null() || *v == json!("") || *v == json!(0));
-    if unset(spec.get("type")) {
-        spec["type"] = json!("ClusterIP");
-    }
-    if unset(spec.get("sessionAffinity")) {
-        spec["sessionAffinity"] = json!("None");
-    }
+    let mut default = |key: &str, value: Value| {
+        if unset(spec.get(key)) {
+            spec.insert(key.into(), value);
+        }
+    };
+    default("type", json!("ClusterIP"));
+    default("sessionAffinity", json!("None"));
     let kind = spec["type"].as_str().unwrap_or_default().to_string();
+    if spec["sessionAffinity"] == json!("ClientIP")
+        && unset(
+            spec.get("sessionAffinityConfig")
+                .and_then(|c| c.pointer("/clientIP/timeoutSeconds")),
+        )
+    {
+        spec.insert(
+            "sessionAffinityConfig".into(),
+            json!({"clientIP": {"timeoutSeconds": 10800}}),
+        );
+    }
     if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
         for p in ports.iter_mut().filter(|p| p.is_object()) {
             if unset(p.get("protocol")) {
@@ -174,15 +189,61 @@ fn service_defaults(obj: &mut Value, serial: u64) {
             }
         }
     }
-    if matches!(kind.as_str(), "NodePort" | "LoadBalancer")
-        && unset(spec.get("externalTrafficPolicy"))
-    {
-        spec["externalTrafficPolicy"] = json!("Cluster");
+    let external_ips = spec
+        .get("externalIPs")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty());
+    let reachable = matches!(kind.as_str(), "NodePort" | "LoadBalancer")
+        || (kind == "ClusterIP" && external_ips);
+    if reachable && unset(spec.get("externalTrafficPolicy")) {
+        spec.insert("externalTrafficPolicy".into(), json!("Cluster"));
     }
-    if kind != "ExternalName" && unset(spec.get("clusterIP")) {
-        let ip = format!("10.96.{}.{}", (serial >> 8) & 0xFF, (serial & 0xFF).max(1));
-        spec["clusterIP"] = json!(ip);
-        spec["clusterIPs"] = json!([ip]);
+    if matches!(kind.as_str(), "NodePort" | "LoadBalancer" | "ClusterIP")
+        && spec.get("internalTrafficPolicy").is_none_or(Value::is_null)
+    {
+        spec.insert("internalTrafficPolicy".into(), json!("Cluster"));
+    }
+    if kind == "LoadBalancer"
+        && spec
+            .get("allocateLoadBalancerNodePorts")
+            .is_none_or(Value::is_null)
+    {
+        spec.insert("allocateLoadBalancerNodePorts".into(), json!(true));
+    }
+    if kind == "ExternalName" {
+        return;
+    }
+    let first_of_ips = spec
+        .get("clusterIPs")
+        .and_then(|ips| ips.get(0))
+        .filter(|ip| !unset(Some(ip)))
+        .cloned();
+    let ip = match (unset(spec.get("clusterIP")), first_of_ips) {
+        (false, _) => spec["clusterIP"].clone(),
+        (true, Some(ip)) => ip,
+        (true, None) => json!(format!(
+            "10.96.{}.{}",
+            (serial >> 8) & 0xFF,
+            (serial & 0xFF).max(1)
+        )),
+    };
+    spec.insert("clusterIP".into(), ip.clone());
+    if spec
+        .get("clusterIPs")
+        .and_then(Value::as_array)
+        .is_none_or(Vec::is_empty)
+    {
+        spec.insert("clusterIPs".into(), json!([ip]));
+    }
+    if spec
+        .get("ipFamilies")
+        .and_then(Value::as_array)
+        .is_none_or(Vec::is_empty)
+    {
+        spec.insert("ipFamilies".into(), json!(["IPv4"]));
+    }
+    if unset(spec.get("ipFamilyPolicy")) {
+        spec.insert("ipFamilyPolicy".into(), json!("SingleStack"));
     }
 }
 
@@ -299,15 +360,35 @@ mod tests {
             json!({"type": "ClusterIP", "sessionAffinity": "None",
                 "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80},
                     {"port": 81, "targetPort": "web", "protocol": "UDP"}, 7],
-                "clusterIP": "10.96.1.2", "clusterIPs": ["10.96.1.2"]})
+                "internalTrafficPolicy": "Cluster",
+                "clusterIP": "10.96.1.2", "clusterIPs": ["10.96.1.2"],
+                "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack"})
         );
         let mut ext = json!({"spec": {"type": "ExternalName", "externalName": "db.example"}});
         apply_create_defaults(k, &mut ext, 3);
         assert!(ext["spec"].get("clusterIP").is_none(), "{ext}");
+        assert!(ext["spec"].get("internalTrafficPolicy").is_none(), "{ext}");
         let mut lb = json!({"spec": {"type": "LoadBalancer", "clusterIP": "None"}});
         apply_create_defaults(k, &mut lb, 3);
         assert_eq!(lb["spec"]["clusterIP"], "None");
+        assert_eq!(lb["spec"]["clusterIPs"], json!(["None"]));
         assert_eq!(lb["spec"]["externalTrafficPolicy"], "Cluster");
+        assert_eq!(lb["spec"]["allocateLoadBalancerNodePorts"], true);
+        // The client's own addresses are kept: clusterIP follows clusterIPs, not a new one.
+        let mut named = json!({"spec": {"clusterIPs": ["10.0.0.9"], "sessionAffinity": "ClientIP",
+            "externalIPs": ["192.0.2.1"], "internalTrafficPolicy": "Local"}});
+        apply_create_defaults(k, &mut named, 3);
+        assert_eq!(named["spec"]["clusterIP"], "10.0.0.9");
+        assert_eq!(named["spec"]["clusterIPs"], json!(["10.0.0.9"]));
+        assert_eq!(named["spec"]["internalTrafficPolicy"], "Local");
+        assert_eq!(
+            named["spec"]["externalTrafficPolicy"], "Cluster",
+            "externalIPs make it reachable"
+        );
+        assert_eq!(
+            named["spec"]["sessionAffinityConfig"]["clientIP"]["timeoutSeconds"],
+            10800
+        );
         // A malformed spec is left to validation, not a panic.
         let mut odd = json!({"spec": "x"});
         apply_create_defaults(k, &mut odd, 3);

@@ -15,9 +15,17 @@
 //! zero, as `json` writes a non-nil pointer; Go's plain scalars are left out at zero. A field
 //! this module does not map (a probe, an affinity, a volume source other than the four below)
 //! refuses the whole body with 415, naming the field, rather than storing the object without
-//! it: every message is taken apart field by field, so the compiler names a field that k8s-pb
-//! adds. Any other kind is refused with 415 too, saying how to send it as JSON. Fields the
-//! server sets itself (`creationTimestamp`, `managedFields`, `status`) are not read.
+//! it. The top-level specs, `PodSpec` and `Container` are destructured field by field, so the
+//! compiler names a field that a newer k8s-pb adds there; the smaller nested messages are read
+//! by field name and have no such guard. Any other kind is refused with 415 too, saying how to
+//! send it as JSON. Fields the server sets itself (`creationTimestamp`, `managedFields`,
+//! `status`) are not read.
+//!
+//! A field number the schema does not know (a client newer than the server) is skipped, as a
+//! real API server skips it: apimachinery's `codec_factory.go` gives protobuf no strict
+//! decoder ("strict decoding is unsupported for protobuf"), so even `fieldValidation=Strict`
+//! drops it, and KEP-2885 names protobuf a non-goal. k8s-pb's schema is at least as new as
+//! the v1.32 the simulator reports.
 
 use std::collections::BTreeMap;
 
@@ -170,16 +178,17 @@ fn json_name(field: &str) -> String {
     out
 }
 
-/// Whether a field carries a value: Go writes a struct's plain fields even at zero, so a
-/// field counts as set only when some leaf of its encoding is not zero.
+/// Whether a field the simulator does not map is in the body. Every such field is a Go
+/// pointer (`*Probe`, `*bool`), a slice or a map, and gogo protobuf writes a pointer exactly
+/// when it is not nil, so a present pointer counts even at zero (`runAsUser: 0`,
+/// `hostUsers: false`, an empty `securityContext`): `json` would write it too.
 pub(super) trait IsSet {
     fn is_set(&self) -> bool;
 }
 
-impl<T: Message> IsSet for Option<T> {
+impl<T> IsSet for Option<T> {
     fn is_set(&self) -> bool {
-        self.as_ref()
-            .is_some_and(|m| !wire_zero(&m.encode_to_vec(), 0))
+        self.is_some()
     }
 }
 
@@ -193,56 +202,6 @@ impl<K, V> IsSet for BTreeMap<K, V> {
     fn is_set(&self) -> bool {
         !self.is_empty()
     }
-}
-
-/// Nested messages deeper than this count as set.
-const MAX_DEPTH: usize = 64;
-
-/// True when every field in `bytes` (protobuf wire format) is zero: a zero varint, zero
-/// fixed bytes, or a length-delimited payload that is empty or itself all zero. A string
-/// whose bytes happen to parse as an all-zero message counts as zero; no printable text does.
-fn wire_zero(mut bytes: &[u8], depth: usize) -> bool {
-    use prost::encoding::decode_varint;
-    if depth > MAX_DEPTH {
-        return false;
-    }
-    while !bytes.is_empty() {
-        let Ok(key) = decode_varint(&mut bytes) else {
-            return false;
-        };
-        match key & 7 {
-            0 => {
-                if decode_varint(&mut bytes) != Ok(0) {
-                    return false;
-                }
-            }
-            wire @ (1 | 5) => {
-                let n = if wire == 1 { 8 } else { 4 };
-                if bytes.len() < n || bytes[..n].iter().any(|b| *b != 0) {
-                    return false;
-                }
-                bytes = &bytes[n..];
-            }
-            2 => {
-                let Ok(len) = decode_varint(&mut bytes) else {
-                    return false;
-                };
-                let Ok(len) = usize::try_from(len) else {
-                    return false;
-                };
-                if bytes.len() < len {
-                    return false;
-                }
-                let (payload, rest) = bytes.split_at(len);
-                if !payload.is_empty() && !wire_zero(payload, depth + 1) {
-                    return false;
-                }
-                bytes = rest;
-            }
-            _ => return false,
-        }
-    }
-    true
 }
 
 /// Inserts `value` under `key` unless it is Go's zero value (`omitempty`).
@@ -325,10 +284,10 @@ pub(super) fn metadata(m: Option<ObjectMeta>) -> Value {
     put(&mut o, "uid", json!(m.uid));
     put(&mut o, "resourceVersion", json!(m.resource_version));
     put(&mut o, "generation", json!(m.generation));
-    put(
+    opt(
         &mut o,
         "deletionGracePeriodSeconds",
-        json!(m.deletion_grace_period_seconds),
+        m.deletion_grace_period_seconds,
     );
     put(&mut o, "labels", json!(m.labels));
     put(&mut o, "annotations", json!(m.annotations));

@@ -8,7 +8,7 @@
 use k8s_pb::api::core::v1 as core;
 use serde_json::{Map, Value, json};
 
-use super::{IsSet as _, Unmapped, flag, metadata, opt, put, quantities};
+use super::{Unmapped, flag, metadata, opt, put, quantities};
 
 /// A `PodTemplateSpec` at `path` (e.g. `spec.template`).
 pub(super) fn template(t: Option<core::PodTemplateSpec>, path: &str, u: &mut Unmapped) -> Value {
@@ -99,7 +99,11 @@ fn pod_spec(s: core::PodSpec, path: &str, u: &mut Unmapped) -> Value {
     flag(&mut o, "hostIPC", host_ipc);
     let pull: Vec<Value> = image_pull_secrets
         .into_iter()
-        .map(|r| json!({"name": r.name.unwrap_or_default()}))
+        .map(|r| {
+            let mut o = Map::new();
+            put(&mut o, "name", json!(r.name));
+            Value::Object(o)
+        })
         .collect();
     put(&mut o, "imagePullSecrets", json!(pull));
     put(&mut o, "hostname", json!(hostname));
@@ -315,7 +319,7 @@ fn volume(v: core::Volume, path: &str, u: &mut Unmapped) -> Value {
         opt(&mut s, "optional", c.optional);
         o.insert("secret".into(), Value::Object(s));
     }
-    if Some(src).is_set() {
+    if src != core::VolumeSource::default() {
         u.path(format!(
             "{path} (a volume source other than emptyDir, persistentVolumeClaim, configMap \
              and secret)"
