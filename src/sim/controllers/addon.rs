@@ -273,12 +273,9 @@ fn teardown(ctx: &Ctx, key: &ObjKey) -> Next {
         return Next::Done;
     }
     let trigger = trigger_name(&key.name);
-    let draining: Vec<_> = ctx
+    let draining = ctx
         .store
-        .all(kind("PodSnapshot"), key.ns())
-        .into_iter()
-        .filter(|s| label(s, TRIGGERED_BY) == Some(trigger.as_str()))
-        .collect();
+        .labelled(kind("PodSnapshot"), key.ns(), TRIGGERED_BY, &trigger);
     let all_terminating = !draining.is_empty() && draining.iter().all(|s| is_deleting(s));
     if !all_terminating {
         for s in &draining {
@@ -320,10 +317,7 @@ fn retire_policy(ctx: &Ctx, key: &ObjKey) {
 /// Every pod of a Workspace (its STS pod and any duplicate), deleting ones included.
 fn workspace_pods(ctx: &Ctx, ns: &str, ws: &str) -> Vec<Arc<Value>> {
     ctx.store
-        .all(kind("Pod"), Some(ns))
-        .into_iter()
-        .filter(|p| label(p, WORKSPACE_LABEL) == Some(ws))
-        .collect()
+        .labelled(kind("Pod"), Some(ns), WORKSPACE_LABEL, ws)
 }
 
 /// A merge patch of the Workspace: `spec.paused` and annotations, `None` removing one
@@ -634,8 +628,11 @@ impl SnapshotAddon {
         }
         // By label, not by name: a snapshot left by an interrupted cycle goes too.
         let trigger = trigger_name(&key.name);
-        for s in ctx.store.all(kind("PodSnapshot"), key.ns()) {
-            if label(&s, TRIGGERED_BY) == Some(trigger.as_str()) && !is_deleting(&s) {
+        let triggered = ctx
+            .store
+            .labelled(kind("PodSnapshot"), key.ns(), TRIGGERED_BY, &trigger);
+        for s in triggered {
+            if !is_deleting(&s) {
                 super::agent::delete_snapshot(ctx, ns, name_of(&s));
             }
         }

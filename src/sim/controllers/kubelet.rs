@@ -567,9 +567,8 @@ fn show_exit(ctx: &Ctx, uid: &str, status: std::process::ExitStatus) {
     use std::os::unix::process::ExitStatusExt;
     let Some(pod) = ctx
         .store
-        .all(kind("Pod"), None)
-        .into_iter()
-        .find(|p| agent::uid_of(p) == uid)
+        .by_uid(uid)
+        .filter(|o| o.get("kind").and_then(Value::as_str) == Some("Pod"))
     else {
         return;
     };

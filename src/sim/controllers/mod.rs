@@ -1,5 +1,6 @@
 //! The simulator's controllers: each one watches the store's change feed, keeps a queue of
-//! object keys to reconcile (deduplicated, with delays for timed work), and writes back
+//! object keys to reconcile (each key once, repeated changes coalesced, with delays for timed
+//! work; see `Queue`), and writes back
 //! through the store, exactly as a controller writes through the API.
 
 pub mod addon;
@@ -11,7 +12,7 @@ pub mod scheduler;
 pub mod statefulset;
 pub mod workspace;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 
@@ -20,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::time::Instant;
 
 use super::bucket::Bucket;
@@ -147,27 +148,12 @@ pub fn spawn<R: Reconciler>(ctx: Ctx, r: R) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut events = ctx.store.events();
         let mut shutdown = ctx.shutdown.clone();
-        // Each key is due at an instant; the sequence number keeps keys that fall due at the
-        // same instant in the order they were queued, so work is done first come, first
-        // served (the scheduler binds pods in the order they were created, as kube-scheduler's
-        // queue does).
-        let mut due: HashMap<ObjKey, (Instant, u64)> = HashMap::new();
-        let mut seq = 0u64;
-        // A key already queued keeps the earlier of its two due instants.
-        let mut queue = |due: &mut HashMap<ObjKey, (Instant, u64)>, k: ObjKey, at: Instant| {
-            seq += 1;
-            match due.get(&k) {
-                Some((t, _)) if *t <= at => {}
-                _ => {
-                    due.insert(k, (at, seq));
-                }
-            }
-        };
+        let mut queue = Queue::default();
         for k in initial_keys(&ctx, &r) {
-            queue(&mut due, k, Instant::now());
+            queue.push(k, Instant::now());
         }
         loop {
-            let next_due = due.values().map(|(t, _)| *t).min();
+            let next_due = queue.next_due();
             let sleep = async {
                 match next_due {
                     Some(t) => tokio::time::sleep_until(t).await,
@@ -177,57 +163,105 @@ pub fn spawn<R: Reconciler>(ctx: Ctx, r: R) -> tokio::task::JoinHandle<()> {
             tokio::select! {
                 _ = shutdown.changed() => return,
                 ev = events.recv() => match ev {
-                    Ok(ev) => {
-                        let at = Instant::from_std(ev.at);
-                        for k in r.keys_for(&ev) {
-                            queue(&mut due, k, at);
-                        }
-                    }
-                    Err(RecvError::Lagged(_)) => {
-                        let now = Instant::now();
-                        for k in initial_keys(&ctx, &r) {
-                            queue(&mut due, k, now);
-                        }
-                    }
+                    Ok(ev) => queue.take(&r, &ev),
+                    Err(RecvError::Lagged(_)) => queue.relist(&ctx, &r),
                     Err(RecvError::Closed) => return,
                 },
-                _ = sleep => {
-                    let now = Instant::now();
-                    let mut ready: Vec<(ObjKey, (Instant, u64))> = due
-                        .iter()
-                        .filter(|(_, (t, _))| *t <= now)
-                        .map(|(k, d)| (k.clone(), *d))
-                        .collect();
-                    ready.sort_by_key(|(_, d)| *d);
-                    for (k, (at, _)) in ready {
-                        due.remove(&k);
-                        let started = Instant::now();
-                        let next = match AssertUnwindSafe(r.reconcile(&ctx, &k)).catch_unwind().await {
-                            Ok(next) => next,
-                            Err(payload) => {
-                                ctx.fail(format!(
-                                    "simulator controller {} panicked while reconciling {} {}/{}: {}",
-                                    r.name(),
-                                    k.kind.kind,
-                                    k.namespace,
-                                    k.name,
-                                    panic_text(&*payload)
-                                ));
-                                return;
-                            }
-                        };
-                        ctx.truth.record_reaction(r.name(), k.kind.kind, started - at, started.elapsed());
-                        match next {
-                            Next::Done => {}
-                            Next::After(d) => {
-                                queue(&mut due, k, Instant::now() + d);
-                            }
-                        }
+                _ = sleep => {}
+            }
+            // Every change already published joins the queue before any reconcile, so a
+            // burst of changes to one object (or to a WorkspaceKind's Workspaces) becomes one
+            // reconcile, as a controller-runtime queue coalesces keys while its worker is busy.
+            loop {
+                match events.try_recv() {
+                    Ok(ev) => queue.take(&r, &ev),
+                    Err(TryRecvError::Lagged(_)) => queue.relist(&ctx, &r),
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Closed) => return,
+                }
+            }
+            let now = Instant::now();
+            while let Some((k, at)) = queue.pop_due(now) {
+                let started = Instant::now();
+                let next = match AssertUnwindSafe(r.reconcile(&ctx, &k)).catch_unwind().await {
+                    Ok(next) => next,
+                    Err(payload) => {
+                        ctx.fail(format!(
+                            "simulator controller {} panicked while reconciling {} {}/{}: {}",
+                            r.name(),
+                            k.kind.kind,
+                            k.namespace,
+                            k.name,
+                            panic_text(&*payload)
+                        ));
+                        return;
                     }
+                };
+                ctx.truth
+                    .record_reaction(r.name(), k.kind.kind, started - at, started.elapsed());
+                match next {
+                    Next::Done => {}
+                    Next::After(d) => queue.push(k, Instant::now() + d),
                 }
             }
         }
     })
+}
+
+/// A controller's work queue: each key at most once, due at the earlier of the instants it
+/// was queued for (repeated changes to one object coalesce into one reconcile). Keys that
+/// fall due at the same instant come out in the order they were queued (the sequence
+/// number), so work is first come, first served: the scheduler binds pods in the order
+/// they were created, as kube-scheduler's queue does. Both operations are logarithmic.
+#[derive(Default)]
+struct Queue {
+    order: BTreeMap<(Instant, u64), ObjKey>,
+    due: HashMap<ObjKey, (Instant, u64)>,
+    seq: u64,
+}
+
+impl Queue {
+    /// Queues the keys `ev` affects, due at its commit.
+    fn take<R: Reconciler>(&mut self, r: &R, ev: &Event) {
+        let at = Instant::from_std(ev.at);
+        for k in r.keys_for(ev) {
+            self.push(k, at);
+        }
+    }
+
+    /// Queues every primary object now (after missing events).
+    fn relist<R: Reconciler>(&mut self, ctx: &Ctx, r: &R) {
+        let now = Instant::now();
+        for k in initial_keys(ctx, r) {
+            self.push(k, now);
+        }
+    }
+
+    fn push(&mut self, k: ObjKey, at: Instant) {
+        self.seq += 1;
+        match self.due.get(&k) {
+            Some((t, _)) if *t <= at => {}
+            previous => {
+                if let Some(previous) = previous.copied() {
+                    self.order.remove(&previous);
+                }
+                self.order.insert((at, self.seq), k.clone());
+                self.due.insert(k, (at, self.seq));
+            }
+        }
+    }
+
+    fn next_due(&self) -> Option<Instant> {
+        self.order.keys().next().map(|(t, _)| *t)
+    }
+
+    /// The first key due by `now`, with the instant it was due.
+    fn pop_due(&mut self, now: Instant) -> Option<(ObjKey, Instant)> {
+        let entry = self.order.first_entry().filter(|e| e.key().0 <= now)?;
+        let ((at, _), k) = entry.remove_entry();
+        self.due.remove(&k);
+        Some((k, at))
+    }
 }
 
 /// Starts every controller of the simulated platform.
@@ -270,6 +304,40 @@ mod tests {
             self.0.lock().unwrap().push(key.name.clone());
             Next::Done
         }
+    }
+
+    #[test]
+    fn the_queue_coalesces_a_key_at_its_earliest_instant_and_keeps_arrival_order() {
+        let key = |name: &str| ObjKey {
+            kind: kind("Pod"),
+            namespace: "ns".into(),
+            name: name.into(),
+        };
+        let t0 = Instant::now();
+        let later = t0 + Duration::from_secs(5);
+        let mut q = Queue::default();
+        q.push(key("b"), t0);
+        q.push(key("a"), t0);
+        q.push(key("b"), later); // already due earlier: stays at t0, in its first place
+        q.push(key("c"), later);
+        q.push(key("c"), t0); // due earlier now: moves up, after the keys queued before it
+        assert_eq!(q.next_due(), Some(t0));
+        let mut out = Vec::new();
+        while let Some((k, at)) = q.pop_due(t0) {
+            out.push((k.name, at));
+        }
+        assert_eq!(
+            out,
+            [
+                ("b".to_string(), t0),
+                ("a".to_string(), t0),
+                ("c".to_string(), t0)
+            ]
+        );
+        assert_eq!(q.next_due(), None, "each key once");
+        q.push(key("d"), later);
+        assert!(q.pop_due(t0).is_none(), "not due yet");
+        assert_eq!(q.next_due(), Some(later));
     }
 
     #[tokio::test]

@@ -52,12 +52,19 @@ pub fn gpu_request(pod: &Value) -> i64 {
 /// GPUs in use on each node: every pod bound there that still exists, plus leaked ones.
 pub fn gpus_in_use(ctx: &Ctx) -> BTreeMap<String, i64> {
     let mut used = BTreeMap::new();
-    for p in ctx.store.all(kind("Pod"), None) {
-        if let Some(node) = str_at(&p, "/spec/nodeName").filter(|n| !n.is_empty()) {
-            *used.entry(node.to_string()).or_insert(0) += gpu_request(&p);
+    let nodes = ctx.store.all(kind("Node"), None);
+    // Each node's pods, by the store's field index: pending pods are never read.
+    for n in &nodes {
+        let name = str_at(n, "/metadata/name").unwrap_or("");
+        let bound = ctx
+            .store
+            .by_field(kind("Pod"), None, "/spec/nodeName", name);
+        if !name.is_empty() && !bound.is_empty() {
+            *used.entry(name.to_string()).or_insert(0) +=
+                bound.iter().map(|p| gpu_request(p)).sum::<i64>();
         }
     }
-    for n in ctx.store.all(kind("Node"), None) {
+    for n in nodes {
         let leaked = n
             .pointer("/metadata/annotations")
             .and_then(|a| a.get(LEAKED_GPUS))
@@ -147,12 +154,8 @@ impl Reconciler for Scheduler {
         // The empty key means "every pending pod".
         // Pending pods are retried oldest first, as kube-scheduler's queue orders them.
         let keys: Vec<ObjKey> = if key.name.is_empty() {
-            let mut pending: Vec<std::sync::Arc<Value>> = ctx
-                .store
-                .all(key.kind, None)
-                .into_iter()
-                .filter(|p| str_at(p, "/spec/nodeName").is_none_or(str::is_empty))
-                .collect();
+            // Unbound pods (no nodeName), by the store's field index.
+            let mut pending = ctx.store.by_field(key.kind, None, "/spec/nodeName", "");
             pending.sort_by(|a, b| {
                 let at = |p: &Value| {
                     (

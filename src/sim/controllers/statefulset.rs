@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::{Ctx, Next, ObjKey, Reconciler, events, kind};
+use crate::sim::json::text_at;
 use crate::sim::store::{DeleteOptions, Event};
 
 pub struct StatefulSetController;
@@ -68,12 +69,10 @@ impl Reconciler for StatefulSetController {
             .and_then(Value::as_i64)
             .unwrap_or(1)
             .max(0) as usize;
-        let owned: Vec<_> = ctx
-            .store
-            .all(pods, key.ns())
-            .into_iter()
-            .filter(|p| owner_sts(p).as_deref() == Some(key.name.as_str()))
-            .collect();
+        let sts_uid = text_at(&sts, "/metadata/uid").to_string();
+        // Its pods, by the store's owner index (a pod of an earlier StatefulSet of the same
+        // name has another owner uid, and the garbage collector's to remove).
+        let owned = ctx.store.owned_by(pods, key.ns(), &sts_uid);
         let pod_name = |i: usize| format!("{}-{i}", key.name);
         let mut next = Next::Done;
         // Scale down: delete the highest ordinals beyond the replica count.
@@ -133,11 +132,7 @@ impl Reconciler for StatefulSetController {
                 }
             }
         }
-        let owned = ctx.store.all(pods, key.ns());
-        let mine: Vec<_> = owned
-            .iter()
-            .filter(|p| owner_sts(p).as_deref() == Some(key.name.as_str()))
-            .collect();
+        let mine = ctx.store.owned_by(pods, key.ns(), &sts_uid);
         let ready = mine.iter().filter(|p| is_ready(p)).count();
         let status = json!({
             "replicas": mine.len(),

@@ -6,11 +6,12 @@
 //! Every write takes one lock, bumps the resourceVersion and publishes its events while
 //! still holding it, so watchers see changes in resourceVersion order with no gaps.
 
+pub mod index;
 pub mod meta;
 pub mod quantity;
 pub mod watch;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::{Value, json};
@@ -92,6 +93,8 @@ pub type Mutation = dyn Fn(&KindInfo, Option<&Value>, &mut Value, Lister<'_>) ->
 struct Inner {
     rv: u64,
     objects: HashMap<&'static str, BTreeMap<Key, Arc<Value>>>,
+    /// Kept in step with `objects` by `commit`, the one place that writes them.
+    index: index::Indexes,
     history: History,
 }
 
@@ -123,6 +126,7 @@ impl Store {
             inner: Mutex::new(Inner {
                 rv: 0,
                 objects: HashMap::new(),
+                index: index::Indexes::default(),
                 history: History::new(history),
             }),
             tx,
@@ -206,6 +210,69 @@ impl Store {
     /// The object if it exists.
     pub fn find(&self, kind: &KindInfo, ns: Option<&str>, name: &str) -> Option<Arc<Value>> {
         self.get(kind, ns, name).ok()
+    }
+
+    /// The objects of `kind` that name `owner_uid` among their owners, in `ns` (`None`:
+    /// everywhere), sorted by key.
+    pub fn owned_by(&self, kind: &KindInfo, ns: Option<&str>, owner_uid: &str) -> Vec<Arc<Value>> {
+        let inner = self.lock();
+        let places = inner.index.dependents(owner_uid);
+        let keys = places.filter(|(k, _)| *k == kind.kind).map(|(_, key)| key);
+        Self::objects_at(&inner, kind, ns, keys)
+    }
+
+    /// The objects of `kind` labelled `label=value` in `ns` (`None`: everywhere), sorted by key.
+    pub fn labelled(
+        &self,
+        kind: &KindInfo,
+        ns: Option<&str>,
+        label: &str,
+        value: &str,
+    ) -> Vec<Arc<Value>> {
+        let inner = self.lock();
+        let keys = inner.index.labelled(kind.kind, label, value);
+        Self::objects_at(&inner, kind, ns, keys)
+    }
+
+    /// The objects of `kind` whose field at `pointer` (one of [`index::FIELDS`]; an absent
+    /// field reads `""`) is `value`, in `ns` (`None`: everywhere), sorted by key.
+    pub fn by_field(
+        &self,
+        kind: &KindInfo,
+        ns: Option<&str>,
+        pointer: &'static str,
+        value: &str,
+    ) -> Vec<Arc<Value>> {
+        debug_assert!(
+            index::FIELDS.contains(&(kind.kind, pointer)),
+            "{} {pointer} is not an indexed field",
+            kind.kind
+        );
+        let inner = self.lock();
+        let keys = inner.index.by_field(kind.kind, pointer, value);
+        Self::objects_at(&inner, kind, ns, keys)
+    }
+
+    /// The object with this uid, of any kind.
+    pub fn by_uid(&self, uid: &str) -> Option<Arc<Value>> {
+        let inner = self.lock();
+        let (kind, key) = inner.index.by_uid(uid)?;
+        inner.objects.get(kind).and_then(|m| m.get(key)).cloned()
+    }
+
+    /// The stored objects of `kind` at `keys` (sorted), kept to `ns` when it is given.
+    fn objects_at<'a>(
+        inner: &'a Inner,
+        kind: &KindInfo,
+        ns: Option<&str>,
+        keys: impl Iterator<Item = &'a Key>,
+    ) -> Vec<Arc<Value>> {
+        let Some(map) = inner.objects.get(kind.kind) else {
+            return Vec::new();
+        };
+        keys.filter(|(k_ns, _)| ns.is_none() || !kind.namespaced || ns == Some(k_ns.as_str()))
+            .filter_map(|k| map.get(k).cloned())
+            .collect()
     }
 
     /// The latest committed resourceVersion.
@@ -428,12 +495,12 @@ impl Store {
                 return false;
             };
             let scope = if owner_kind.namespaced { ns } else { None };
-            !inner.objects.get(owner_kind.kind).is_some_and(|m| {
-                m.iter().any(|((k_ns, _), o)| {
-                    (scope.is_none() || Some(k_ns.as_str()) == scope)
-                        && meta_str(o, "uid") == Some(field("uid"))
+            !inner
+                .index
+                .by_uid(field("uid"))
+                .is_some_and(|(k, (k_ns, _))| {
+                    *k == owner_kind.kind && (scope.is_none() || Some(k_ns.as_str()) == scope)
                 })
-            })
         })
     }
 
@@ -456,10 +523,16 @@ impl Store {
         meta_mut(&mut obj).insert("resourceVersion".into(), json!(rv.to_string()));
         let obj = Arc::new(obj);
         let map = inner.objects.entry(kind.kind).or_default();
-        if etype == EventType::Deleted {
-            map.remove(&k);
+        let replaced = if etype == EventType::Deleted {
+            map.remove(&k)
         } else {
-            map.insert(k.clone(), obj.clone());
+            map.insert(k.clone(), obj.clone())
+        };
+        if let Some(old) = replaced {
+            inner.index.remove(kind.kind, &k, &old);
+        }
+        if etype != EventType::Deleted {
+            inner.index.insert(kind.kind, &k, &obj);
         }
         let event = Arc::new(Event {
             rv,
@@ -664,28 +737,33 @@ impl Store {
         let owner_ns = meta_str(owner, "namespace").map(str::to_string);
         let is_namespace = owner.get("kind").and_then(Value::as_str) == Some("Namespace");
         let ns_name = meta_str(owner, "name").unwrap_or("").to_string();
-        let mut dependents: Vec<(&'static KindInfo, Key)> = Vec::new();
-        for kind in kinds::KINDS {
-            let Some(map) = inner.objects.get(kind.kind) else {
-                continue;
-            };
-            for (k, obj) in map {
-                let in_namespace = is_namespace && kind.namespaced && k.0 == ns_name;
-                let owned = obj
-                    .pointer("/metadata/ownerReferences")
-                    .and_then(Value::as_array)
-                    .is_some_and(|refs| {
-                        refs.iter().any(|r| {
-                            r.get("uid").and_then(Value::as_str) == Some(owner_uid.as_str())
-                        })
-                    });
-                // Owner references only bind within the owner's namespace (or cluster scope).
-                let same_scope = owner_ns.is_none() || owner_ns.as_deref() == Some(k.0.as_str());
-                if in_namespace || (owned && same_scope) {
-                    dependents.push((kind, k.clone()));
-                }
+        // Ordered as a scan of every kind would find them: by kind (`KINDS`), then key.
+        let position = |name: &str| kinds::KINDS.iter().position(|k| k.kind == name);
+        let mut dependents: BTreeSet<(usize, Key)> = BTreeSet::new();
+        // Owner references only bind within the owner's namespace (or cluster scope).
+        for (kind, k) in inner.index.dependents(&owner_uid) {
+            if (owner_ns.is_none() || owner_ns.as_deref() == Some(k.0.as_str()))
+                && let Some(i) = position(kind)
+            {
+                dependents.insert((i, k.clone()));
             }
         }
+        if is_namespace {
+            for (i, kind) in kinds::KINDS
+                .iter()
+                .enumerate()
+                .filter(|(_, k)| k.namespaced)
+            {
+                let Some(map) = inner.objects.get(kind.kind) else {
+                    continue;
+                };
+                let contents = map
+                    .range((ns_name.clone(), String::new())..)
+                    .take_while(|((n, _), _)| *n == ns_name);
+                dependents.extend(contents.map(|(k, _)| (i, k.clone())));
+            }
+        }
+        let dependents = dependents.into_iter().map(|(i, k)| (&kinds::KINDS[i], k));
         for (kind, k) in dependents {
             if propagation == Propagation::Orphan && !is_namespace {
                 let Some(current) = inner

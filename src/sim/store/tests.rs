@@ -380,3 +380,80 @@ fn mutations_rewrite_creates_and_main_resource_writes_but_not_status() {
         .unwrap();
     assert_eq!(w["status"]["state"], "Running");
 }
+
+#[test]
+fn indexes_follow_every_write_and_leave_nothing_behind() {
+    let s = store_with_ns();
+    let empty = s.lock().index.sizes();
+    let pods = kind("pods");
+    let owner = s
+        .create(kind("workspaces"), Some("n"), ws("owner"), false)
+        .unwrap();
+    let owner_uid = owner["metadata"]["uid"].as_str().unwrap().to_string();
+    let pod = |name: &str, node: Option<&str>, app: &str| {
+        let mut p = json!({"metadata": {"name": name, "labels": {"app": app},
+            "ownerReferences": [{"apiVersion": "kubeflow.org/v1beta1", "kind": "Workspace",
+                "name": "owner", "uid": owner_uid}]},
+            "spec": {"containers": [{"name": "c"}]}});
+        if let Some(node) = node {
+            p["spec"]["nodeName"] = json!(node);
+        }
+        p
+    };
+    for (name, node, app) in [
+        ("b", Some("n1"), "x"),
+        ("a", None, "x"),
+        ("c", Some("n1"), "y"),
+    ] {
+        s.create(pods, Some("n"), pod(name, node, app), false)
+            .unwrap();
+    }
+    let names = |objs: Vec<Arc<Value>>| -> Vec<String> {
+        objs.iter()
+            .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        names(s.owned_by(pods, Some("n"), &owner_uid)),
+        ["a", "b", "c"]
+    );
+    assert!(s.owned_by(pods, Some("other"), &owner_uid).is_empty());
+    assert!(s.owned_by(kind("services"), None, &owner_uid).is_empty());
+    assert_eq!(names(s.labelled(pods, Some("n"), "app", "x")), ["a", "b"]);
+    assert_eq!(
+        names(s.by_field(pods, None, "/spec/nodeName", "n1")),
+        ["b", "c"]
+    );
+    assert_eq!(names(s.by_field(pods, None, "/spec/nodeName", "")), ["a"]);
+    let a = s.find(pods, Some("n"), "a").unwrap();
+    let a_uid = a["metadata"]["uid"].as_str().unwrap();
+    assert_eq!(s.by_uid(a_uid).unwrap()["metadata"]["name"], "a");
+
+    // A write moves the object between index entries.
+    s.modify(pods, Some("n"), "a", false, false, |cur| {
+        let mut next = cur.clone();
+        next["metadata"]["labels"]["app"] = json!("y");
+        next["spec"]["nodeName"] = json!("n1");
+        Ok(next)
+    })
+    .unwrap();
+    assert_eq!(names(s.labelled(pods, Some("n"), "app", "x")), ["b"]);
+    assert_eq!(names(s.labelled(pods, Some("n"), "app", "y")), ["a", "c"]);
+    assert!(s.by_field(pods, None, "/spec/nodeName", "").is_empty());
+
+    // Deleting the owner collects its dependents, found through the owner index.
+    s.delete(
+        kind("workspaces"),
+        Some("n"),
+        "owner",
+        &DeleteOptions::default(),
+    )
+    .unwrap();
+    assert!(s.all(pods, None).is_empty());
+    assert!(s.by_uid(&owner_uid).is_none());
+    assert_eq!(
+        s.lock().index.sizes(),
+        empty,
+        "no entry outlives its object"
+    );
+}

@@ -169,22 +169,25 @@ pub fn candidates(ctx: &Ctx, pod: &Value) -> Vec<Arc<Value>> {
     if policies.is_empty() {
         return Vec::new();
     }
-    let mut out: Vec<_> = ctx
-        .store
-        .all(kind("PodSnapshot"), ns)
-        .into_iter()
-        .filter(|s| !is_deleting(s) && condition_status(s, "Ready") == Some("True"))
-        .filter(|s| {
-            let policy = str_at(s, "/spec/policyName").unwrap_or("");
-            policies.iter().any(|p| {
-                name_of(p) == policy
-                    && grouping_labels(p)
+    // Each policy's snapshots, by the store's field index.
+    let mut out: Vec<_> = policies
+        .iter()
+        .flat_map(|p| {
+            ctx.store
+                .by_field(kind("PodSnapshot"), ns, "/spec/policyName", name_of(p))
+                .into_iter()
+                .filter(|s| {
+                    grouping_labels(p)
                         .iter()
                         .all(|l| label(s, l) == label(pod, l))
-            })
+                })
         })
+        .filter(|s| !is_deleting(s) && condition_status(s, "Ready") == Some("True"))
         .collect();
-    out.sort_by(|a, b| annotation(b, CHECKPOINTED_AT).cmp(&annotation(a, CHECKPOINTED_AT)));
+    out.sort_by(|a, b| {
+        let at = |s: &Value| annotation(s, CHECKPOINTED_AT).map(str::to_string);
+        at(b).cmp(&at(a)).then_with(|| name_of(a).cmp(name_of(b)))
+    });
     out
 }
 

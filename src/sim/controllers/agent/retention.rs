@@ -79,9 +79,9 @@ pub fn reconcile_policy(ctx: &Ctx, key: &ObjKey) -> Next {
     let ns = key.namespace.as_str();
     let snapshots: Vec<_> = ctx
         .store
-        .all(kind("PodSnapshot"), key.ns())
+        .by_field(kind("PodSnapshot"), key.ns(), "/spec/policyName", &key.name)
         .into_iter()
-        .filter(|s| !is_deleting(s) && str_at(s, "/spec/policyName") == Some(key.name.as_str()))
+        .filter(|s| !is_deleting(s))
         // A checkpoint still uploading is not subject to retention yet.
         .filter(|s| condition_status(s, "Checkpoint").is_some_and(|c| c != "Unknown"))
         .collect();

@@ -115,9 +115,8 @@ impl WorkspaceController {
 
     fn workspaces_of_kind(&self, kind_name: &str) -> Vec<ObjKey> {
         self.store
-            .all(kind("Workspace"), None)
+            .by_field(kind("Workspace"), None, "/spec/kind", kind_name)
             .iter()
-            .filter(|w| text_at(w, "/spec/kind") == kind_name)
             .map(|w| {
                 ws_key(
                     text_at(w, "/metadata/namespace"),
@@ -294,17 +293,23 @@ impl WorkspaceController {
         let pause_time = status["pauseTime"].as_i64().unwrap_or(0);
         status["pauseTime"] = json!(state::pause_time(paused, pause_time, now));
         status["podTemplatePod"] = state::pod_template_pod(pod.as_deref(), &service_account);
-        let events = || ctx.store.all(kind("Event"), key.ns());
+        // The events about one object, by the store's field index.
+        let warning = |uid: &str| {
+            let about = ctx
+                .store
+                .by_field(kind("Event"), key.ns(), "/involvedObject/uid", uid);
+            state::latest_warning(&about, uid)
+        };
         let derived = state::derive(
             paused,
             pod.as_deref(),
-            || state::latest_warning(&events(), text_at(&sts, "/metadata/uid")),
+            || warning(text_at(&sts, "/metadata/uid")),
             || {
-                let uid = pod
-                    .as_deref()
-                    .map(|p| text_at(p, "/metadata/uid"))
-                    .unwrap_or("");
-                state::latest_warning(&events(), uid)
+                warning(
+                    pod.as_deref()
+                        .map(|p| text_at(p, "/metadata/uid"))
+                        .unwrap_or(""),
+                )
             },
         );
         status["state"] = json!(derived.state.to_string());

@@ -1,4 +1,5 @@
-//! The objects a Workspace owns (kubeflow-workspaces.md §4.1), found by ownerReference uid:
+//! The objects a Workspace owns (kubeflow-workspaces.md §4.1), found by ownerReference uid
+//! (the store's owner index):
 //! the ServiceAccount `ws-<name>` and the one StatefulSet and Service, created when missing
 //! and updated when their managed fields differ. More than one of a kind is an `Error`.
 
@@ -22,8 +23,9 @@ pub(super) enum Owned {
 impl WorkspaceController {
     fn owned(&self, ctx: &Ctx, kind_name: &str, ws: &Value) -> Vec<Arc<Value>> {
         let uid = text_at(ws, "/metadata/uid");
+        let ns = Some(text_at(ws, "/metadata/namespace"));
         ctx.store
-            .all(kind(kind_name), Some(text_at(ws, "/metadata/namespace")))
+            .owned_by(kind(kind_name), ns, uid)
             .into_iter()
             .filter(|o| controlled_by(o, uid))
             .collect()

@@ -45,12 +45,9 @@ impl WorkspaceController {
         let Some(wsk) = ctx.store.find(k, None, name) else {
             return Next::Done;
         };
-        let users: Vec<Arc<Value>> = ctx
-            .store
-            .all(kind("Workspace"), None)
-            .into_iter()
-            .filter(|w| text_at(w, "/spec/kind") == name)
-            .collect();
+        let users: Vec<Arc<Value>> =
+            ctx.store
+                .by_field(kind("Workspace"), None, "/spec/kind", name);
         let counts = |option: &str| -> Vec<Value> {
             wsk.pointer(&format!("/spec/podTemplate/options/{option}/values"))
                 .and_then(Value::as_array)

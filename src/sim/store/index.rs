@@ -1,0 +1,180 @@
+//! The indexes the store keeps beside its objects, updated on every commit under the same
+//! lock, so that the simulator's controllers find what they own or select without scanning
+//! every object of a kind (client-go's informers keep the same kinds of index: by namespace,
+//! by owner, by label, by a field).
+//!
+//! - uid -> the object (`Store::by_uid`);
+//! - owner uid -> its dependents, from `metadata.ownerReferences` (`Store::owned_by`, and
+//!   the cascade on delete);
+//! - `(kind, label=value)` -> objects (`Store::labelled`);
+//! - `(kind, field, value)` for the few fields in [`FIELDS`] (`Store::by_field`); an absent
+//!   field is indexed as `""`.
+//!
+//! Namespaces need no index: objects are kept sorted by `(namespace, name)`.
+
+use std::collections::{BTreeSet, HashMap};
+
+use serde_json::Value;
+
+use super::Key;
+
+/// The fields indexed per kind, as `(kind, JSON pointer)`.
+pub const FIELDS: &[(&str, &str)] = &[
+    // The WorkspaceKind controller's "Workspaces of this kind".
+    ("Workspace", "/spec/kind"),
+    // The scheduler's pending pods (`""`) and each node's pods.
+    ("Pod", "/spec/nodeName"),
+    // The Workspace controller's warnings about one object.
+    ("Event", "/involvedObject/uid"),
+    // The snapshot agent's snapshots of one policy.
+    ("PodSnapshot", "/spec/policyName"),
+];
+
+/// An object's place in the store.
+pub type Place = (&'static str, Key);
+
+#[derive(Debug, Default)]
+pub(super) struct Indexes {
+    uids: HashMap<String, Place>,
+    dependents: HashMap<String, BTreeSet<Place>>,
+    labels: HashMap<(&'static str, String), BTreeSet<Key>>,
+    fields: HashMap<(&'static str, &'static str, String), BTreeSet<Key>>,
+}
+
+/// Adds `item` to the set under `at`.
+fn add<K: std::hash::Hash + Eq, T: Ord>(map: &mut HashMap<K, BTreeSet<T>>, at: K, item: T) {
+    map.entry(at).or_default().insert(item);
+}
+
+/// Removes `item` from the set under `at`, and the set when it is left empty.
+fn take<K: std::hash::Hash + Eq, T: Ord>(map: &mut HashMap<K, BTreeSet<T>>, at: K, item: &T) {
+    if let Some(set) = map.get_mut(&at) {
+        set.remove(item);
+        if set.is_empty() {
+            map.remove(&at);
+        }
+    }
+}
+
+/// What an object contributes to the indexes.
+struct Entries<'a> {
+    uid: Option<&'a str>,
+    owners: Vec<&'a str>,
+    labels: Vec<String>,
+    fields: Vec<(&'static str, String)>,
+}
+
+fn entries<'a>(kind: &'static str, obj: &'a Value) -> Entries<'a> {
+    let text = |p: &str| obj.pointer(p).and_then(Value::as_str);
+    let owners = obj
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r.get("uid").and_then(Value::as_str))
+        .collect();
+    let labels = obj
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| v.as_str().map(|v| format!("{k}={v}")))
+        .collect();
+    let fields = FIELDS
+        .iter()
+        .filter(|(k, _)| *k == kind)
+        .map(|(_, p)| (*p, text(p).unwrap_or("").to_string()))
+        .collect();
+    Entries {
+        uid: text("/metadata/uid"),
+        owners,
+        labels,
+        fields,
+    }
+}
+
+impl Indexes {
+    /// Indexes `obj`, stored under `(kind, key)`.
+    pub(super) fn insert(&mut self, kind: &'static str, key: &Key, obj: &Value) {
+        let e = entries(kind, obj);
+        let place = || (kind, key.clone());
+        if let Some(uid) = e.uid {
+            self.uids.insert(uid.to_string(), place());
+        }
+        for owner in e.owners {
+            add(&mut self.dependents, owner.to_string(), place());
+        }
+        for label in e.labels {
+            add(&mut self.labels, (kind, label), key.clone());
+        }
+        for (pointer, value) in e.fields {
+            add(&mut self.fields, (kind, pointer, value), key.clone());
+        }
+    }
+
+    /// Forgets `obj`, which was stored under `(kind, key)`.
+    pub(super) fn remove(&mut self, kind: &'static str, key: &Key, obj: &Value) {
+        let e = entries(kind, obj);
+        let place = (kind, key.clone());
+        if let Some(uid) = e.uid
+            && self.uids.get(uid) == Some(&place)
+        {
+            self.uids.remove(uid);
+        }
+        for owner in e.owners {
+            take(&mut self.dependents, owner.to_string(), &place);
+        }
+        for label in e.labels {
+            take(&mut self.labels, (kind, label), key);
+        }
+        for (pointer, value) in e.fields {
+            take(&mut self.fields, (kind, pointer, value), key);
+        }
+    }
+
+    pub(super) fn by_uid(&self, uid: &str) -> Option<&Place> {
+        self.uids.get(uid)
+    }
+
+    /// The places of the objects that name `owner_uid` among their owners.
+    pub(super) fn dependents(&self, owner_uid: &str) -> impl Iterator<Item = &Place> {
+        self.dependents.get(owner_uid).into_iter().flatten()
+    }
+
+    /// The keys of `kind` objects labelled `label=value`.
+    pub(super) fn labelled(
+        &self,
+        kind: &'static str,
+        label: &str,
+        value: &str,
+    ) -> impl Iterator<Item = &Key> {
+        self.labels
+            .get(&(kind, format!("{label}={value}")))
+            .into_iter()
+            .flatten()
+    }
+
+    /// The keys of `kind` objects whose `pointer` (one of [`FIELDS`]) reads `value`.
+    pub(super) fn by_field(
+        &self,
+        kind: &'static str,
+        pointer: &'static str,
+        value: &str,
+    ) -> impl Iterator<Item = &Key> {
+        self.fields
+            .get(&(kind, pointer, value.to_string()))
+            .into_iter()
+            .flatten()
+    }
+
+    /// How many entries each index holds (for tests: nothing is left behind).
+    #[cfg(test)]
+    pub(super) fn sizes(&self) -> [usize; 4] {
+        [
+            self.uids.len(),
+            self.dependents.len(),
+            self.labels.len(),
+            self.fields.len(),
+        ]
+    }
+}
