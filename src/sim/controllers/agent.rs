@@ -66,6 +66,8 @@ pub const SOURCE_NODE: &str = "sim.wsgate.dev/source-node";
 pub const RESIDENT_BYTES: &str = "sim.wsgate.dev/resident-bytes";
 /// The uid of the trigger that produced the snapshot (names are reused, uids are not).
 pub const TRIGGER_UID: &str = "sim.wsgate.dev/trigger-uid";
+/// [`TRIGGER_UID`] as the store's field index names it.
+const TRIGGER_UID_FIELD: &str = "/metadata/annotations/sim.wsgate.dev~1trigger-uid";
 /// When the checkpoint started (RFC 3339, ms): orders snapshots, newest first.
 pub const CHECKPOINTED_AT: &str = "sim.wsgate.dev/checkpointed-at";
 /// When the snapshot was last written or restored from (RFC 3339, ms): retention's clock.
@@ -352,7 +354,11 @@ fn set_triggered(
 /// The manual-type policy in `ns` whose selector selects `pod` (first by name).
 fn manual_policy_for(ctx: &Ctx, ns: &str, pod: &Value) -> Option<std::sync::Arc<Value>> {
     ctx.store
-        .all(kind("PodSnapshotPolicy"), Some(ns))
+        .selecting(
+            kind("PodSnapshotPolicy"),
+            Some(ns),
+            pod.pointer("/metadata/labels"),
+        )
         .into_iter()
         .filter(|p| !is_deleting(p))
         .filter(|p| str_at(p, "/spec/triggerConfig/type") == Some("manual"))
@@ -400,11 +406,10 @@ impl Agent {
         {
             return Next::Done;
         }
-        let already = ctx
+        let already = !ctx
             .store
-            .all(kind("PodSnapshot"), Some(ns))
-            .iter()
-            .any(|s| annotation(s, TRIGGER_UID) == Some(trig_uid.as_str()));
+            .by_field(kind("PodSnapshot"), Some(ns), TRIGGER_UID_FIELD, &trig_uid)
+            .is_empty();
         if already {
             return Next::Done;
         }
@@ -888,6 +893,16 @@ pub(crate) fn delete_snapshot(ctx: &Ctx, ns: &str, name: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_trigger_annotation_is_an_indexed_field() {
+        let escaped = TRIGGER_UID.replace('~', "~0").replace('/', "~1");
+        assert_eq!(
+            TRIGGER_UID_FIELD,
+            format!("/metadata/annotations/{escaped}")
+        );
+        assert!(crate::sim::store::index::FIELDS.contains(&("PodSnapshot", TRIGGER_UID_FIELD)));
+    }
 
     #[test]
     fn selectors_follow_kubernetes_semantics() {

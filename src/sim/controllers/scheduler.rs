@@ -3,7 +3,7 @@
 //! once the pod holding it is gone. When nothing fits, the pod gets `PodScheduled=False`
 //! with reason `Unschedulable` and the scheduler's usual message.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Value, json};
 
@@ -171,14 +171,82 @@ impl Reconciler for Scheduler {
         } else {
             vec![key.clone()]
         };
+        // The nodes and their GPUs in use are read once per pass and kept up to date by
+        // this pass's own bindings (nothing else binds pods).
+        let mut cluster = Cluster {
+            used: gpus_in_use(ctx),
+            nodes: ctx.store.all(kind("Node"), None),
+            unschedulable: HashMap::new(),
+        };
         for k in keys {
-            schedule_one(ctx, &k);
+            schedule_one(ctx, &k, &mut cluster);
         }
         Next::Done
     }
 }
 
-fn schedule_one(ctx: &Ctx, key: &ObjKey) {
+/// What a scheduling pass knows of the nodes.
+struct Cluster {
+    used: BTreeMap<String, i64>,
+    nodes: Vec<std::sync::Arc<Value>>,
+    /// The unschedulable message for each pod signature (GPUs wanted, node selector,
+    /// tolerations) found to fit nowhere in this pass. A pass only takes GPUs, so a pod
+    /// that fit nowhere still fits nowhere, for the same reasons, until the pass ends.
+    unschedulable: HashMap<String, String>,
+}
+
+impl Cluster {
+    /// The node `pod` goes to (`Ok`), or why none fits (`Err`, the scheduler's message).
+    fn place(&mut self, pod: &Value, want: i64) -> Result<String, String> {
+        let signature = serde_json::json!([
+            want,
+            pod.pointer("/spec/nodeSelector"),
+            pod.pointer("/spec/tolerations")
+        ])
+        .to_string();
+        if let Some(message) = self.unschedulable.get(&signature) {
+            return Err(message.clone());
+        }
+        let (mut no_selector, mut no_gpu) = (0, 0);
+        // Untolerated taints by how the scheduler names them, with their node counts.
+        let mut taints: BTreeMap<String, usize> = BTreeMap::new();
+        for node in &self.nodes {
+            let name = str_at(node, "/metadata/name").unwrap_or("");
+            if !selector_matches(pod, node) {
+                no_selector += 1;
+            } else if let Some(t) = untolerated(pod, node) {
+                *taints.entry(t).or_default() += 1;
+            } else if want > 0
+                && allocatable_gpus(node) - self.used.get(name).copied().unwrap_or(0) < want
+            {
+                no_gpu += 1;
+            } else {
+                return Ok(name.to_string());
+            }
+        }
+        let mut reasons = Vec::new();
+        if no_selector > 0 {
+            reasons.push(format!(
+                "{no_selector} node(s) didn't match Pod's node affinity/selector"
+            ));
+        }
+        for (taint, n) in &taints {
+            reasons.push(format!("{n} node(s) had untolerated taint {taint}"));
+        }
+        if no_gpu > 0 {
+            reasons.push(format!("{no_gpu} Insufficient {GPU}"));
+        }
+        let total = self.nodes.len();
+        let message = format!(
+            "0/{total} nodes are available: {}. preemption: 0/{total} nodes are available: {total} Preemption is not helpful for scheduling.",
+            reasons.join(", ")
+        );
+        self.unschedulable.insert(signature, message.clone());
+        Err(message)
+    }
+}
+
+fn schedule_one(ctx: &Ctx, key: &ObjKey, cluster: &mut Cluster) {
     let Some(pod) = ctx.store.find(key.kind, key.ns(), &key.name) else {
         return;
     };
@@ -188,28 +256,10 @@ fn schedule_one(ctx: &Ctx, key: &ObjKey) {
         return;
     }
     let want = gpu_request(&pod);
-    let used = gpus_in_use(ctx);
-    let nodes = ctx.store.all(kind("Node"), None);
-    let (mut no_selector, mut no_gpu) = (0, 0);
-    // Untolerated taints by how the scheduler names them, with their node counts.
-    let mut taints: BTreeMap<String, usize> = BTreeMap::new();
-    let mut chosen = None;
-    for node in &nodes {
-        let name = str_at(node, "/metadata/name").unwrap_or("");
-        if !selector_matches(&pod, node) {
-            no_selector += 1;
-        } else if let Some(t) = untolerated(&pod, node) {
-            *taints.entry(t).or_default() += 1;
-        } else if want > 0 && allocatable_gpus(node) - used.get(name).copied().unwrap_or(0) < want {
-            no_gpu += 1;
-        } else {
-            chosen = Some(name.to_string());
-            break;
-        }
-    }
+    let chosen = cluster.place(&pod, want);
     let now = now_rfc3339();
     match chosen {
-        Some(node) => {
+        Ok(node) => {
             let bound = ctx
                 .store
                 .modify(key.kind, key.ns(), &key.name, false, false, |cur| {
@@ -220,6 +270,7 @@ fn schedule_one(ctx: &Ctx, key: &ObjKey) {
             if bound.is_err() {
                 return;
             }
+            *cluster.used.entry(node.clone()).or_insert(0) += want;
             let _ = ctx
                 .store
                 .modify(key.kind, key.ns(), &key.name, true, false, |cur| {
@@ -247,24 +298,7 @@ fn schedule_one(ctx: &Ctx, key: &ObjKey) {
                 );
             }
         }
-        None => {
-            let mut reasons = Vec::new();
-            if no_selector > 0 {
-                reasons.push(format!(
-                    "{no_selector} node(s) didn't match Pod's node affinity/selector"
-                ));
-            }
-            for (taint, n) in &taints {
-                reasons.push(format!("{n} node(s) had untolerated taint {taint}"));
-            }
-            if no_gpu > 0 {
-                reasons.push(format!("{no_gpu} Insufficient {GPU}"));
-            }
-            let total = nodes.len();
-            let message = format!(
-                "0/{total} nodes are available: {}. preemption: 0/{total} nodes are available: {total} Preemption is not helpful for scheduling.",
-                reasons.join(", ")
-            );
+        Err(message) => {
             let already = pod
                 .pointer("/status/conditions")
                 .and_then(Value::as_array)
@@ -345,5 +379,49 @@ pub fn set_condition(
             *existing = cond;
         }
         None => conds.push(cond),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::*;
+
+    fn node(name: &str, gpus: i64, pool: &str) -> Arc<Value> {
+        Arc::new(json!({"metadata": {"name": name, "labels": {"pool": pool}},
+            "status": {"allocatable": {"nvidia.com/gpu": gpus.to_string()}}}))
+    }
+
+    fn pod(pool: &str) -> Value {
+        json!({"spec": {"nodeSelector": {"pool": pool}}})
+    }
+
+    #[test]
+    fn a_pass_places_by_free_gpus_and_remembers_who_fits_nowhere() {
+        let mut cluster = Cluster {
+            used: [("a".to_string(), 1)].into(),
+            nodes: vec![node("a", 1, "t4"), node("b", 1, "t4"), node("c", 4, "l4")],
+            unschedulable: HashMap::new(),
+        };
+        assert_eq!(cluster.place(&pod("t4"), 1), Ok("b".to_string()));
+        cluster.used.insert("b".into(), 1);
+        let full = cluster.place(&pod("t4"), 1).unwrap_err();
+        assert!(
+            full.starts_with("0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 2 Insufficient nvidia.com/gpu."),
+            "{full}"
+        );
+        // Remembered for the rest of the pass: the same answer without reading the nodes.
+        cluster.nodes.clear();
+        assert_eq!(cluster.place(&pod("t4"), 1), Err(full));
+        // Another signature is worked out afresh.
+        assert!(
+            cluster
+                .place(&pod("l4"), 1)
+                .unwrap_err()
+                .starts_with("0/0 nodes")
+        );
     }
 }

@@ -8,7 +8,10 @@
 //!   the cascade on delete);
 //! - `(kind, label=value)` -> objects (`Store::labelled`);
 //! - `(kind, field, value)` for the few fields in [`FIELDS`] (`Store::by_field`); an absent
-//!   field is indexed as `""`.
+//!   field is indexed as `""`;
+//! - `(kind, label=value)` for each `matchLabels` pair of the label selectors in
+//!   [`SELECTORS`], and `(kind, "")` for a selector with none (`Store::selecting`: the
+//!   objects whose selector may select a set of labels, without reading every selector).
 //!
 //! Namespaces need no index: objects are kept sorted by `(namespace, name)`.
 
@@ -26,9 +29,18 @@ pub const FIELDS: &[(&str, &str)] = &[
     ("Pod", "/spec/nodeName"),
     // The Workspace controller's warnings about one object.
     ("Event", "/involvedObject/uid"),
-    // The snapshot agent's snapshots of one policy.
+    // The snapshot agent's snapshots of one policy, and of one trigger (the agent's own
+    // annotation `sim.wsgate.dev/trigger-uid`).
     ("PodSnapshot", "/spec/policyName"),
+    (
+        "PodSnapshot",
+        "/metadata/annotations/sim.wsgate.dev~1trigger-uid",
+    ),
 ];
+
+/// The label selectors indexed per kind, as `(kind, JSON pointer)`: the snapshot agent's
+/// "which PodSnapshotPolicy selects this pod".
+pub const SELECTORS: &[(&str, &str)] = &[("PodSnapshotPolicy", "/spec/selector")];
 
 /// An object's place in the store.
 pub type Place = (&'static str, Key);
@@ -39,6 +51,7 @@ pub(super) struct Indexes {
     dependents: HashMap<String, BTreeSet<Place>>,
     labels: HashMap<(&'static str, String), BTreeSet<Key>>,
     fields: HashMap<(&'static str, &'static str, String), BTreeSet<Key>>,
+    selects: HashMap<(&'static str, String), BTreeSet<Key>>,
 }
 
 /// Adds `item` to the set under `at`.
@@ -62,6 +75,7 @@ struct Entries<'a> {
     owners: Vec<&'a str>,
     labels: Vec<String>,
     fields: Vec<(&'static str, String)>,
+    selects: Vec<String>,
 }
 
 fn entries<'a>(kind: &'static str, obj: &'a Value) -> Entries<'a> {
@@ -85,11 +99,30 @@ fn entries<'a>(kind: &'static str, obj: &'a Value) -> Entries<'a> {
         .filter(|(k, _)| *k == kind)
         .map(|(_, p)| (*p, text(p).unwrap_or("").to_string()))
         .collect();
+    let selects = SELECTORS
+        .iter()
+        .filter(|(k, _)| *k == kind)
+        .flat_map(|(_, p)| {
+            let pairs: Vec<String> = obj
+                .pointer(&format!("{p}/matchLabels"))
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect();
+            if pairs.is_empty() {
+                vec![String::new()]
+            } else {
+                pairs
+            }
+        })
+        .collect();
     Entries {
         uid: text("/metadata/uid"),
         owners,
         labels,
         fields,
+        selects,
     }
 }
 
@@ -110,6 +143,9 @@ impl Indexes {
         for (pointer, value) in e.fields {
             add(&mut self.fields, (kind, pointer, value), key.clone());
         }
+        for pair in e.selects {
+            add(&mut self.selects, (kind, pair), key.clone());
+        }
     }
 
     /// Forgets `obj`, which was stored under `(kind, key)`.
@@ -129,6 +165,9 @@ impl Indexes {
         }
         for (pointer, value) in e.fields {
             take(&mut self.fields, (kind, pointer, value), key);
+        }
+        for pair in e.selects {
+            take(&mut self.selects, (kind, pair), key);
         }
     }
 
@@ -167,14 +206,31 @@ impl Indexes {
             .flatten()
     }
 
+    /// The keys of `kind` objects whose selector (one of [`SELECTORS`]) may select
+    /// `labels`: one of its `matchLabels` pairs is among them, or it has none. A superset:
+    /// the caller still matches the whole selector.
+    pub(super) fn selecting(&self, kind: &'static str, labels: Option<&Value>) -> BTreeSet<&Key> {
+        let pairs = labels
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| v.as_str().map(|v| format!("{k}={v}")));
+        std::iter::once(String::new())
+            .chain(pairs)
+            .filter_map(|pair| self.selects.get(&(kind, pair)))
+            .flatten()
+            .collect()
+    }
+
     /// How many entries each index holds (for tests: nothing is left behind).
     #[cfg(test)]
-    pub(super) fn sizes(&self) -> [usize; 4] {
+    pub(super) fn sizes(&self) -> [usize; 5] {
         [
             self.uids.len(),
             self.dependents.len(),
             self.labels.len(),
             self.fields.len(),
+            self.selects.len(),
         ]
     }
 }

@@ -253,6 +253,25 @@ impl Store {
         Self::objects_at(&inner, kind, ns, keys)
     }
 
+    /// The objects of `kind` in `ns` (`None`: everywhere) whose label selector may select
+    /// `labels` (see [`index::SELECTORS`]), sorted by key: a superset, so the caller matches
+    /// each whole selector.
+    pub fn selecting(
+        &self,
+        kind: &KindInfo,
+        ns: Option<&str>,
+        labels: Option<&Value>,
+    ) -> Vec<Arc<Value>> {
+        debug_assert!(
+            index::SELECTORS.iter().any(|(k, _)| *k == kind.kind),
+            "{} has no indexed selector",
+            kind.kind
+        );
+        let inner = self.lock();
+        let keys = inner.index.selecting(kind.kind, labels);
+        Self::objects_at(&inner, kind, ns, keys.into_iter())
+    }
+
     /// The object with this uid, of any kind.
     pub fn by_uid(&self, uid: &str) -> Option<Arc<Value>> {
         let inner = self.lock();

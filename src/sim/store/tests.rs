@@ -457,3 +457,56 @@ fn indexes_follow_every_write_and_leave_nothing_behind() {
         "no entry outlives its object"
     );
 }
+
+#[test]
+fn selecting_finds_every_policy_that_may_select_the_labels_and_no_other() {
+    let s = store_with_ns();
+    let policies = kind("podsnapshotpolicies");
+    let empty = s.lock().index.sizes();
+    for (name, selector) in [
+        ("by-ws", json!({"matchLabels": {"ws": "a"}})),
+        (
+            "by-ws-and-team",
+            json!({"matchLabels": {"ws": "a", "team": "x"}}),
+        ),
+        ("other-ws", json!({"matchLabels": {"ws": "b"}})),
+        (
+            "by-expression",
+            json!({"matchExpressions": [{"key": "ws", "operator": "Exists"}]}),
+        ),
+    ] {
+        s.create(
+            policies,
+            Some("n"),
+            json!({"metadata": {"name": name}, "spec": {"selector": selector}}),
+            false,
+        )
+        .unwrap();
+    }
+    let names = |labels: Value| -> Vec<String> {
+        s.selecting(policies, Some("n"), Some(&labels))
+            .iter()
+            .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // A superset of the policies that select the labels, each once, sorted by name.
+    assert_eq!(
+        names(json!({"ws": "a", "team": "x"})),
+        ["by-expression", "by-ws", "by-ws-and-team"]
+    );
+    assert_eq!(names(json!({"ws": "b"})), ["by-expression", "other-ws"]);
+    assert_eq!(names(json!({})), ["by-expression"]);
+    s.delete(
+        policies,
+        Some("n"),
+        "by-ws-and-team",
+        &DeleteOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(names(json!({"team": "x"})), ["by-expression"]);
+    for name in ["by-ws", "other-ws", "by-expression"] {
+        s.delete(policies, Some("n"), name, &DeleteOptions::default())
+            .unwrap();
+    }
+    assert_eq!(s.lock().index.sizes(), empty);
+}

@@ -161,7 +161,7 @@ pub fn candidates(ctx: &Ctx, pod: &Value) -> Vec<Arc<Value>> {
     let labels = pod.pointer("/metadata/labels");
     let policies: Vec<_> = ctx
         .store
-        .all(kind("PodSnapshotPolicy"), ns)
+        .selecting(kind("PodSnapshotPolicy"), ns, labels)
         .into_iter()
         .filter(|p| !is_deleting(p))
         .filter(|p| selector_matches(p.pointer("/spec/selector").unwrap_or(&Value::Null), labels))

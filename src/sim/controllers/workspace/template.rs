@@ -385,10 +385,7 @@ fn volumes(workspace: &Value, kind: &Value) -> (Vec<Value>, Vec<Value>) {
             json!({"name": name, "mountPath": text_at(s, "/mountPath")}),
         );
     }
-    let pt = kind
-        .pointer("/spec/podTemplate")
-        .cloned()
-        .unwrap_or(Value::Null);
+    let pt = kind.pointer("/spec/podTemplate").unwrap_or(&Value::Null);
     for v in pt
         .get("extraVolumes")
         .and_then(Value::as_array)
@@ -426,20 +423,20 @@ fn insert_if(map: &mut Map<String, Value>, key: &str, v: Option<&Value>) {
 pub fn stateful_set(inputs: &Inputs<'_>) -> Result<Value, TemplateError> {
     let ws = inputs.workspace;
     let ws_name = text_at(ws, "/metadata/name");
+    // Borrowed, not cloned: the kind's pod template carries every option's values.
     let pt = inputs
         .kind
         .pointer("/spec/podTemplate")
-        .cloned()
-        .unwrap_or(Value::Null);
+        .unwrap_or(&Value::Null);
     let ports = image_ports(inputs.image)?;
     let env = container_env(inputs, &ports)?;
     let (vols, mounts) = volumes(ws, inputs.kind);
 
     // Pod metadata: the kind's, then the Workspace's (it wins), then the selector labels.
-    let mut pod_labels = object_at(&pt, "/podMetadata/labels");
+    let mut pod_labels = object_at(pt, "/podMetadata/labels");
     pod_labels.extend(object_at(ws, "/spec/podTemplate/podMetadata/labels"));
     pod_labels.extend(selector_labels(ws_name));
-    let mut pod_annotations = object_at(&pt, "/podMetadata/annotations");
+    let mut pod_annotations = object_at(pt, "/podMetadata/annotations");
     pod_annotations.extend(object_at(ws, "/spec/podTemplate/podMetadata/annotations"));
     let mut pod_meta = json!({"labels": pod_labels});
     if !pod_annotations.is_empty() {
@@ -516,9 +513,9 @@ pub fn stateful_set(inputs: &Inputs<'_>) -> Result<Value, TemplateError> {
     let mut metadata = owned_metadata(
         ws,
         ("generateName", name_prefix(ws_name, MAX_STATEFULSET_NAME)),
-        object_at(&pt, "/statefulSetMetadata/labels"),
+        object_at(pt, "/statefulSetMetadata/labels"),
     );
-    let sts_annotations = object_at(&pt, "/statefulSetMetadata/annotations");
+    let sts_annotations = object_at(pt, "/statefulSetMetadata/annotations");
     if !sts_annotations.is_empty() {
         metadata["annotations"] = Value::Object(sts_annotations);
     }

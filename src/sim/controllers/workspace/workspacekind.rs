@@ -49,18 +49,19 @@ impl WorkspaceController {
             ctx.store
                 .by_field(kind("Workspace"), None, "/spec/kind", name);
         let counts = |option: &str| -> Vec<Value> {
+            // One pass over the users: how many chose each id.
+            let chosen = format!("/spec/podTemplate/options/{option}");
+            let mut tally: std::collections::HashMap<&str, usize> = Default::default();
+            for w in &users {
+                *tally.entry(text_at(w, &chosen)).or_default() += 1;
+            }
             wsk.pointer(&format!("/spec/podTemplate/options/{option}/values"))
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
                 .map(|v| {
                     let id = text_at(v, "/id");
-                    let n = users
-                        .iter()
-                        .filter(|w| {
-                            text_at(w, &format!("/spec/podTemplate/options/{option}")) == id
-                        })
-                        .count();
+                    let n = tally.get(id).copied().unwrap_or(0);
                     json!({"id": id, "workspaces": n})
                 })
                 .collect()
