@@ -279,13 +279,29 @@ pub fn start_all(ctx: &Ctx) -> Vec<tokio::task::JoinHandle<()>> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::sync::Mutex;
 
     use serde_json::json;
 
     use super::*;
     use crate::sim::profile::{DEFAULT_PROFILE, RuntimeKind};
+
+    /// A context over a bare store (no controllers running) with the `none` runtime; keep
+    /// the sender while the context is used.
+    pub(crate) fn test_ctx(dir: &std::path::Path) -> (tokio::sync::watch::Sender<bool>, Ctx) {
+        let (stop, shutdown) = tokio::sync::watch::channel(false);
+        let ctx = Ctx {
+            store: Store::new(1000),
+            profile: Arc::new(SimProfile::parse("default", DEFAULT_PROFILE).unwrap()),
+            truth: Arc::new(Truth::default()),
+            pods: Arc::new(PodProcesses::new(dir.join("volumes"), RuntimeKind::None)),
+            bucket: Arc::new(Bucket::new(dir.join("bucket"))),
+            shutdown,
+            failure: Arc::new(tokio::sync::watch::channel(None).0),
+        };
+        (stop, ctx)
+    }
 
     /// Records the names it reconciles, in order.
     struct Recorder(Arc<Mutex<Vec<String>>>);
@@ -343,19 +359,7 @@ mod tests {
     #[tokio::test]
     async fn keys_are_reconciled_in_the_order_their_changes_were_committed() {
         let dir = tempfile::tempdir().unwrap();
-        let (_stop, shutdown) = tokio::sync::watch::channel(false);
-        let ctx = Ctx {
-            store: Store::new(1000),
-            profile: Arc::new(SimProfile::parse("default", DEFAULT_PROFILE).unwrap()),
-            truth: Arc::new(Truth::default()),
-            pods: Arc::new(PodProcesses::new(
-                dir.path().join("volumes"),
-                RuntimeKind::None,
-            )),
-            bucket: Arc::new(Bucket::new(dir.path().join("bucket"))),
-            shutdown,
-            failure: Arc::new(tokio::sync::watch::channel(None).0),
-        };
+        let (_stop, ctx) = test_ctx(dir.path());
         ctx.store
             .create(
                 kind("Namespace"),

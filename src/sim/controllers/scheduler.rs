@@ -4,6 +4,7 @@
 //! with reason `Unschedulable` and the scheduler's usual message.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 
@@ -49,35 +50,41 @@ pub fn gpu_request(pod: &Value) -> i64 {
         .unwrap_or(0)
 }
 
-/// GPUs in use on each node: every pod bound there that still exists, plus leaked ones.
-pub fn gpus_in_use(ctx: &Ctx) -> BTreeMap<String, i64> {
-    let mut used = BTreeMap::new();
-    let nodes = ctx.store.all(kind("Node"), None);
-    // Each node's pods, by the store's field index: pending pods are never read.
-    for n in &nodes {
-        let name = str_at(n, "/metadata/name").unwrap_or("");
-        let bound = ctx
-            .store
-            .by_field(kind("Pod"), None, "/spec/nodeName", name);
-        if !name.is_empty() && !bound.is_empty() {
-            *used.entry(name.to_string()).or_insert(0) +=
-                bound.iter().map(|p| gpu_request(p)).sum::<i64>();
-        }
-    }
-    for n in nodes {
-        let leaked = n
-            .pointer("/metadata/annotations")
-            .and_then(|a| a.get(LEAKED_GPUS))
-            .and_then(Value::as_str)
-            .and_then(|s| s.parse::<i64>().ok())
-            .unwrap_or(0);
-        if leaked > 0 {
-            *used
-                .entry(str_at(&n, "/metadata/name").unwrap_or("").to_string())
-                .or_insert(0) += leaked;
-        }
-    }
-    used
+/// GPUs in use on one node: every pod bound there that still exists (by the store's field
+/// index, so pending pods are never read), plus leaked ones.
+fn node_gpus_in_use(ctx: &Ctx, node: &Value) -> i64 {
+    let name = str_at(node, "/metadata/name").unwrap_or("");
+    let bound: i64 = if name.is_empty() {
+        0
+    } else {
+        ctx.store
+            .by_field(kind("Pod"), None, "/spec/nodeName", name)
+            .iter()
+            .map(|p| gpu_request(p))
+            .sum()
+    };
+    let leaked = node
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(LEAKED_GPUS))
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse::<i64>().ok())
+        .unwrap_or(0);
+    bound + leaked.max(0)
+}
+
+/// GPUs in use on each of `nodes` that has any in use.
+pub fn gpus_in_use(ctx: &Ctx, nodes: &[Arc<Value>]) -> BTreeMap<String, i64> {
+    nodes
+        .iter()
+        .map(|n| {
+            (
+                str_at(n, "/metadata/name").unwrap_or(""),
+                node_gpus_in_use(ctx, n),
+            )
+        })
+        .filter(|(_, used)| *used > 0)
+        .map(|(name, used)| (name.to_string(), used))
+        .collect()
 }
 
 pub fn allocatable_gpus(node: &Value) -> i64 {
@@ -171,13 +178,9 @@ impl Reconciler for Scheduler {
         } else {
             vec![key.clone()]
         };
-        // The nodes and their GPUs in use are read once per pass and kept up to date by
-        // this pass's own bindings (nothing else binds pods).
-        let mut cluster = Cluster {
-            used: gpus_in_use(ctx),
-            nodes: ctx.store.all(kind("Node"), None),
-            unschedulable: HashMap::new(),
-        };
+        // The nodes and their GPUs in use are read once per pass and kept up to date by this
+        // pass's own bindings; a node that changed meanwhile is caught before binding.
+        let mut cluster = Cluster::read(ctx);
         for k in keys {
             schedule_one(ctx, &k, &mut cluster);
         }
@@ -188,7 +191,7 @@ impl Reconciler for Scheduler {
 /// What a scheduling pass knows of the nodes.
 struct Cluster {
     used: BTreeMap<String, i64>,
-    nodes: Vec<std::sync::Arc<Value>>,
+    nodes: Vec<Arc<Value>>,
     /// The unschedulable message for each pod signature (GPUs wanted, node selector,
     /// tolerations) found to fit nowhere in this pass. A pass only takes GPUs, so a pod
     /// that fit nowhere still fits nowhere, for the same reasons, until the pass ends.
@@ -196,6 +199,29 @@ struct Cluster {
 }
 
 impl Cluster {
+    fn read(ctx: &Ctx) -> Self {
+        let nodes = ctx.store.all(kind("Node"), None);
+        Self {
+            used: gpus_in_use(ctx, &nodes),
+            nodes,
+            unschedulable: HashMap::new(),
+        }
+    }
+
+    /// Whether `node` is still the object this pass read (not deleted, relabelled or
+    /// tainted since) and, read afresh, still has `want` GPUs free: another client may have
+    /// bound a pod there (a pod created with `spec.nodeName`).
+    fn still_fits(&self, ctx: &Ctx, node: &str, want: i64) -> bool {
+        let Some(fresh) = ctx.store.find(kind("Node"), None, node) else {
+            return false;
+        };
+        let unchanged = self
+            .nodes
+            .iter()
+            .any(|n| str_at(n, "/metadata/name") == Some(node) && Arc::ptr_eq(n, &fresh));
+        unchanged && (want == 0 || allocatable_gpus(&fresh) - node_gpus_in_use(ctx, &fresh) >= want)
+    }
+
     /// The node `pod` goes to (`Ok`), or why none fits (`Err`, the scheduler's message).
     fn place(&mut self, pod: &Value, want: i64) -> Result<String, String> {
         let signature = serde_json::json!([
@@ -256,7 +282,13 @@ fn schedule_one(ctx: &Ctx, key: &ObjKey, cluster: &mut Cluster) {
         return;
     }
     let want = gpu_request(&pod);
-    let chosen = cluster.place(&pod, want);
+    let mut chosen = cluster.place(&pod, want);
+    if let Ok(node) = &chosen
+        && !cluster.still_fits(ctx, node, want)
+    {
+        *cluster = Cluster::read(ctx);
+        chosen = cluster.place(&pod, want);
+    }
     let now = now_rfc3339();
     match chosen {
         Ok(node) => {
@@ -384,8 +416,6 @@ pub fn set_condition(
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use serde_json::json;
 
     use super::*;
@@ -423,5 +453,55 @@ mod tests {
                 .unwrap_err()
                 .starts_with("0/0 nodes")
         );
+    }
+
+    #[test]
+    fn a_node_changed_or_filled_by_another_client_since_the_pass_read_it_is_not_taken() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_stop, ctx) = crate::sim::controllers::tests::test_ctx(dir.path());
+        let create = |k: &str, ns: Option<&str>, obj: Value| {
+            ctx.store.create(kind(k), ns, obj, false).unwrap();
+        };
+        create("Namespace", None, json!({"metadata": {"name": "ns"}}));
+        for name in ["a", "b"] {
+            let n = (*node(name, 1, "t4")).clone();
+            create("Node", None, n.clone());
+            // Status is not settable on create: written through /status, as a kubelet does.
+            ctx.store
+                .modify(kind("Node"), None, name, true, false, |cur| {
+                    let mut c = cur.clone();
+                    c["status"] = n["status"].clone();
+                    Ok(c)
+                })
+                .unwrap();
+        }
+        let cluster = Cluster::read(&ctx);
+        assert!(cluster.still_fits(&ctx, "a", 1));
+        // Another client binds a one-GPU pod to `a` directly.
+        create(
+            "Pod",
+            Some("ns"),
+            json!({"metadata": {"name": "direct"}, "spec": {"nodeName": "a", "containers": [
+                {"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}),
+        );
+        assert!(!cluster.still_fits(&ctx, "a", 1), "its GPU is taken");
+        assert!(
+            cluster.still_fits(&ctx, "a", 0),
+            "a pod without GPUs still fits"
+        );
+        // `b` is tainted after the pass read it.
+        ctx.store
+            .modify(kind("Node"), None, "b", false, false, |cur| {
+                let mut n = cur.clone();
+                n["spec"]["taints"] = json!([{"key": "k", "effect": "NoSchedule"}]);
+                Ok(n)
+            })
+            .unwrap();
+        assert!(!cluster.still_fits(&ctx, "b", 1));
+        assert!(!cluster.still_fits(&ctx, "gone", 0));
+        // Read afresh, the pass knows both.
+        let fresh = Cluster::read(&ctx);
+        assert_eq!(fresh.used.get("a"), Some(&1));
+        assert!(fresh.still_fits(&ctx, "b", 1));
     }
 }

@@ -222,15 +222,19 @@ impl Indexes {
             .collect()
     }
 
-    /// How many entries each index holds (for tests: nothing is left behind).
+    /// How many entries each index holds, every key's set counted whole (for tests:
+    /// nothing is left behind).
     #[cfg(test)]
     pub(super) fn sizes(&self) -> [usize; 5] {
+        fn entries<K, T>(map: &HashMap<K, BTreeSet<T>>) -> usize {
+            map.values().map(BTreeSet::len).sum()
+        }
         [
             self.uids.len(),
-            self.dependents.len(),
-            self.labels.len(),
-            self.fields.len(),
-            self.selects.len(),
+            entries(&self.dependents),
+            entries(&self.labels),
+            entries(&self.fields),
+            entries(&self.selects),
         ]
     }
 }

@@ -133,33 +133,47 @@ pub fn secret_on_write(obj: &mut Value) {
 }
 
 /// Fields the API server defaults on create for built-in kinds: a Pod starts `Pending`, a
-/// Service its defaults and cluster IP.
-pub fn apply_create_defaults(kind: &KindInfo, obj: &mut Value, serial: u64) {
+/// Service its defaults and cluster IP. A Service whose `clusterIPs` contradict its
+/// `clusterIP` is refused (422) as validation refuses it.
+pub fn apply_create_defaults(
+    kind: &KindInfo,
+    name: &str,
+    obj: &mut Value,
+    serial: u64,
+) -> Result<(), ApiError> {
     match kind.kind {
         "Pod" => {
             obj["status"] = serde_json::json!({"phase": "Pending", "qosClass": qos_class(obj)});
         }
-        "Service" => service_defaults(obj, serial),
+        "Service" => service_defaults(obj, serial)
+            .map_err(|(field, why)| ApiError::invalid(kind, name, field, why))?,
         _ => {}
     }
+    Ok(())
 }
 
 /// kubernetes `pkg/apis/core/v1/defaults.go` (`SetDefaults_Service`: type, session affinity
 /// and its client-IP timeout, each port's protocol and target port, the external traffic
 /// policy of an externally reachable Service, the internal traffic policy, a LoadBalancer's
-/// node-port allocation flag) and what the registry allocates unless the type is
-/// ExternalName (`pkg/registry/core/service/storage/alloc.go`: a cluster IP when the client
-/// named none, `clusterIP` and `clusterIPs` kept in step, one IPv4 family). Node ports are
-/// not allocated.
-fn service_defaults(obj: &mut Value, serial: u64) {
+/// node-port allocation flag) and what the registry does unless the type is ExternalName
+/// (`pkg/registry/core/service/storage/alloc.go`: a cluster IP when the client named none,
+/// `clusterIPs` from `clusterIP`, one IPv4 family; `pkg/apis/core/validation/validation.go`
+/// `ValidateServiceClusterIPsRelatedFields`: `clusterIPs` without `clusterIP`, or not
+/// starting with it, is invalid). Not simulated: node-port allocation, and the dual-stack
+/// policy a headless Service without a selector gets (it gets no IP family fields here).
+/// An error is the invalid field and why.
+fn service_defaults(obj: &mut Value, serial: u64) -> Result<(), (&'static str, String)> {
     use serde_json::json;
-    let Some(o) = obj.as_object_mut() else { return };
+    let Some(o) = obj.as_object_mut() else {
+        return Ok(());
+    };
     let spec = o.entry("spec").or_insert_with(|| json!({}));
     let Some(spec) = spec.as_object_mut() else {
-        return;
+        return Ok(());
     };
     let unset =
         |v: Option<&Value>| v.is_none_or(|v| v.is_null() || *v == json!("") || *v == json!(0));
+    let absent = |v: Option<&Value>| v.is_none_or(Value::is_null);
     let mut default = |key: &str, value: Value| {
         if unset(spec.get(key)) {
             spec.insert(key.into(), value);
@@ -169,7 +183,7 @@ fn service_defaults(obj: &mut Value, serial: u64) {
     default("sessionAffinity", json!("None"));
     let kind = spec["type"].as_str().unwrap_or_default().to_string();
     if spec["sessionAffinity"] == json!("ClientIP")
-        && unset(
+        && absent(
             spec.get("sessionAffinityConfig")
                 .and_then(|c| c.pointer("/clientIP/timeoutSeconds")),
         )
@@ -189,62 +203,69 @@ fn service_defaults(obj: &mut Value, serial: u64) {
             }
         }
     }
-    let external_ips = spec
-        .get("externalIPs")
-        .and_then(Value::as_array)
-        .is_some_and(|a| !a.is_empty());
     let reachable = matches!(kind.as_str(), "NodePort" | "LoadBalancer")
-        || (kind == "ClusterIP" && external_ips);
+        || (kind == "ClusterIP" && non_empty_list(spec, "externalIPs"));
+    let headless_without_selector =
+        spec.get("clusterIP") == Some(&json!("None")) && !non_empty_object(spec.get("selector"));
+    let given_ips = non_empty_list(spec, "clusterIPs");
     if reachable && unset(spec.get("externalTrafficPolicy")) {
         spec.insert("externalTrafficPolicy".into(), json!("Cluster"));
     }
     if matches!(kind.as_str(), "NodePort" | "LoadBalancer" | "ClusterIP")
-        && spec.get("internalTrafficPolicy").is_none_or(Value::is_null)
+        && absent(spec.get("internalTrafficPolicy"))
     {
         spec.insert("internalTrafficPolicy".into(), json!("Cluster"));
     }
-    if kind == "LoadBalancer"
-        && spec
-            .get("allocateLoadBalancerNodePorts")
-            .is_none_or(Value::is_null)
-    {
+    if kind == "LoadBalancer" && absent(spec.get("allocateLoadBalancerNodePorts")) {
         spec.insert("allocateLoadBalancerNodePorts".into(), json!(true));
     }
     if kind == "ExternalName" {
-        return;
+        return Ok(());
     }
-    let first_of_ips = spec
-        .get("clusterIPs")
-        .and_then(|ips| ips.get(0))
-        .filter(|ip| !unset(Some(ip)))
-        .cloned();
-    let ip = match (unset(spec.get("clusterIP")), first_of_ips) {
-        (false, _) => spec["clusterIP"].clone(),
-        (true, Some(ip)) => ip,
-        (true, None) => json!(format!(
-            "10.96.{}.{}",
-            (serial >> 8) & 0xFF,
-            (serial & 0xFF).max(1)
-        )),
-    };
-    spec.insert("clusterIP".into(), ip.clone());
-    if spec
-        .get("clusterIPs")
-        .and_then(Value::as_array)
-        .is_none_or(Vec::is_empty)
-    {
-        spec.insert("clusterIPs".into(), json!([ip]));
+    match (unset(spec.get("clusterIP")), given_ips) {
+        (true, true) => {
+            return Err((
+                "spec.clusterIPs",
+                "Invalid value: must be empty when `clusterIP` is not specified".into(),
+            ));
+        }
+        (false, true) if spec["clusterIPs"][0] != spec["clusterIP"] => {
+            return Err((
+                "spec.clusterIPs",
+                "Invalid value: first value must match `clusterIP`".into(),
+            ));
+        }
+        (true, false) => {
+            let ip = format!("10.96.{}.{}", (serial >> 8) & 0xFF, (serial & 0xFF).max(1));
+            spec.insert("clusterIP".into(), json!(ip));
+            spec.insert("clusterIPs".into(), json!([ip]));
+        }
+        (false, false) => {
+            let ip = spec["clusterIP"].clone();
+            spec.insert("clusterIPs".into(), json!([ip]));
+        }
+        (false, true) => {}
     }
-    if spec
-        .get("ipFamilies")
-        .and_then(Value::as_array)
-        .is_none_or(Vec::is_empty)
-    {
+    if headless_without_selector {
+        return Ok(());
+    }
+    if !non_empty_list(spec, "ipFamilies") {
         spec.insert("ipFamilies".into(), json!(["IPv4"]));
     }
     if unset(spec.get("ipFamilyPolicy")) {
         spec.insert("ipFamilyPolicy".into(), json!("SingleStack"));
     }
+    Ok(())
+}
+
+fn non_empty_list(spec: &Map<String, Value>, key: &str) -> bool {
+    spec.get(key)
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty())
+}
+
+fn non_empty_object(v: Option<&Value>) -> bool {
+    v.and_then(Value::as_object).is_some_and(|m| !m.is_empty())
 }
 
 fn qos_class(pod: &Value) -> &'static str {
@@ -354,7 +375,7 @@ mod tests {
     fn a_service_gets_the_api_servers_defaults_and_no_ip_when_external_name() {
         let k = kinds::find("", "v1", "services").unwrap();
         let mut svc = json!({"spec": {"ports": [{"port": 80}, {"port": 81, "targetPort": "web", "protocol": "UDP"}, 7]}});
-        apply_create_defaults(k, &mut svc, 258);
+        apply_create_defaults(k, "s", &mut svc, 258).unwrap();
         assert_eq!(
             svc["spec"],
             json!({"type": "ClusterIP", "sessionAffinity": "None",
@@ -365,20 +386,26 @@ mod tests {
                 "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack"})
         );
         let mut ext = json!({"spec": {"type": "ExternalName", "externalName": "db.example"}});
-        apply_create_defaults(k, &mut ext, 3);
+        apply_create_defaults(k, "s", &mut ext, 3).unwrap();
         assert!(ext["spec"].get("clusterIP").is_none(), "{ext}");
         assert!(ext["spec"].get("internalTrafficPolicy").is_none(), "{ext}");
-        let mut lb = json!({"spec": {"type": "LoadBalancer", "clusterIP": "None"}});
-        apply_create_defaults(k, &mut lb, 3);
-        assert_eq!(lb["spec"]["clusterIP"], "None");
-        assert_eq!(lb["spec"]["clusterIPs"], json!(["None"]));
+        let mut lb = json!({"spec": {"type": "LoadBalancer", "ports": [{"port": 80}]}});
+        apply_create_defaults(k, "s", &mut lb, 3).unwrap();
         assert_eq!(lb["spec"]["externalTrafficPolicy"], "Cluster");
         assert_eq!(lb["spec"]["allocateLoadBalancerNodePorts"], true);
-        // The client's own addresses are kept: clusterIP follows clusterIPs, not a new one.
-        let mut named = json!({"spec": {"clusterIPs": ["10.0.0.9"], "sessionAffinity": "ClientIP",
+        // Headless: the client's "None" is kept; without a selector no IP family is made up.
+        let mut headless = json!({"spec": {"clusterIP": "None"}});
+        apply_create_defaults(k, "s", &mut headless, 3).unwrap();
+        assert_eq!(headless["spec"]["clusterIPs"], json!(["None"]));
+        assert!(
+            headless["spec"].get("ipFamilyPolicy").is_none(),
+            "{headless}"
+        );
+        // The client's own address is kept, and a zero timeout is left for validation.
+        let mut named = json!({"spec": {"clusterIP": "10.0.0.9", "sessionAffinity": "ClientIP",
+            "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 0}},
             "externalIPs": ["192.0.2.1"], "internalTrafficPolicy": "Local"}});
-        apply_create_defaults(k, &mut named, 3);
-        assert_eq!(named["spec"]["clusterIP"], "10.0.0.9");
+        apply_create_defaults(k, "s", &mut named, 3).unwrap();
         assert_eq!(named["spec"]["clusterIPs"], json!(["10.0.0.9"]));
         assert_eq!(named["spec"]["internalTrafficPolicy"], "Local");
         assert_eq!(
@@ -387,11 +414,36 @@ mod tests {
         );
         assert_eq!(
             named["spec"]["sessionAffinityConfig"]["clientIP"]["timeoutSeconds"],
+            0
+        );
+        let mut client_ip = json!({"spec": {"sessionAffinity": "ClientIP"}});
+        apply_create_defaults(k, "s", &mut client_ip, 3).unwrap();
+        assert_eq!(
+            client_ip["spec"]["sessionAffinityConfig"]["clientIP"]["timeoutSeconds"],
             10800
         );
+        // clusterIPs that contradict clusterIP are refused as validation refuses them.
+        for (spec, field) in [
+            (
+                json!({"clusterIPs": ["10.0.0.9"]}),
+                "spec.clusterIPs: Invalid value: must be empty",
+            ),
+            (
+                json!({"clusterIPs": [""]}),
+                "spec.clusterIPs: Invalid value: must be empty",
+            ),
+            (
+                json!({"clusterIP": "10.0.0.1", "clusterIPs": ["10.0.0.9"]}),
+                "spec.clusterIPs: Invalid value: first value must match",
+            ),
+        ] {
+            let e = apply_create_defaults(k, "s", &mut json!({"spec": spec}), 3).unwrap_err();
+            assert_eq!(e.code, 422);
+            assert!(e.message.contains(field), "{}", e.message);
+        }
         // A malformed spec is left to validation, not a panic.
         let mut odd = json!({"spec": "x"});
-        apply_create_defaults(k, &mut odd, 3);
+        apply_create_defaults(k, "s", &mut odd, 3).unwrap();
         assert_eq!(odd, json!({"spec": "x"}));
     }
 }

@@ -243,7 +243,8 @@ impl Store {
         pointer: &'static str,
         value: &str,
     ) -> Vec<Arc<Value>> {
-        debug_assert!(
+        // A pointer that is not indexed would read as "no such objects": refuse it.
+        assert!(
             index::FIELDS.contains(&(kind.kind, pointer)),
             "{} {pointer} is not an indexed field",
             kind.kind
@@ -262,7 +263,8 @@ impl Store {
         ns: Option<&str>,
         labels: Option<&Value>,
     ) -> Vec<Arc<Value>> {
-        debug_assert!(
+        // A pointer that is not indexed would read as "no such objects": refuse it.
+        assert!(
             index::SELECTORS.iter().any(|(k, _)| *k == kind.kind),
             "{} has no indexed selector",
             kind.kind
@@ -441,7 +443,7 @@ impl Store {
         if kind.kind == "Namespace" && obj.pointer("/status/phase").is_none() {
             obj["status"] = json!({"phase": "Active"});
         }
-        meta::apply_create_defaults(kind, &mut obj, inner.rv + 1);
+        meta::apply_create_defaults(kind, &name, &mut obj, inner.rv + 1)?;
         let m = meta_mut(&mut obj);
         m.insert("name".into(), json!(name));
         if let Some(ns) = &ns {

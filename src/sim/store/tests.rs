@@ -510,3 +510,42 @@ fn selecting_finds_every_policy_that_may_select_the_labels_and_no_other() {
     }
     assert_eq!(s.lock().index.sizes(), empty);
 }
+
+#[test]
+fn orphaning_and_namespace_deletion_keep_the_indexes_true() {
+    let s = store_with_ns();
+    let empty = s.lock().index.sizes();
+    let owner = s
+        .create(kind("workspaces"), Some("n"), ws("owner"), false)
+        .unwrap();
+    let owner_uid = owner["metadata"]["uid"].as_str().unwrap().to_string();
+    s.create(
+        kind("configmaps"),
+        Some("n"),
+        json!({"metadata": {"name": "dep", "labels": {"app": "x"}, "ownerReferences": [
+            {"apiVersion": "kubeflow.org/v1beta1", "kind": "Workspace", "name": "owner",
+             "uid": owner_uid}]}}),
+        false,
+    )
+    .unwrap();
+    let orphan = DeleteOptions {
+        propagation: Propagation::Orphan,
+        ..Default::default()
+    };
+    s.delete(kind("workspaces"), Some("n"), "owner", &orphan)
+        .unwrap();
+    assert!(
+        s.owned_by(kind("configmaps"), Some("n"), &owner_uid)
+            .is_empty()
+    );
+    assert_eq!(
+        s.labelled(kind("configmaps"), Some("n"), "app", "x").len(),
+        1
+    );
+    s.delete(kind("namespaces"), None, "n", &DeleteOptions::default())
+        .unwrap();
+    assert!(s.labelled(kind("configmaps"), None, "app", "x").is_empty());
+    let after = s.lock().index.sizes();
+    // Only the namespace itself was indexed before; now nothing is.
+    assert_eq!(after, [0, 0, 0, 0, 0], "before: {empty:?}");
+}

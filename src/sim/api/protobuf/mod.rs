@@ -39,8 +39,12 @@ use serde_json::{Map, Value, json};
 
 use crate::sim::error::ApiError;
 
-/// Records each named field that is set (`IsSet`) as not mapped, under `path`.
+/// Records each named field that is set as not mapped, under `path`: a scalar pointer
+/// (`pointers:`) whenever it is present, anything else when `IsSet` says so.
 macro_rules! unmapped {
+    ($u:expr, $path:expr; pointers: $($field:ident),+ $(,)?) => {
+        $( $u.check($path, stringify!($field), $field.is_some()); )+
+    };
     ($u:expr, $path:expr; $($field:ident),+ $(,)?) => {
         $( $u.check($path, stringify!($field), $crate::sim::api::protobuf::IsSet::is_set(&$field)); )+
     };
@@ -178,17 +182,20 @@ fn json_name(field: &str) -> String {
     out
 }
 
-/// Whether a field the simulator does not map is in the body. Every such field is a Go
-/// pointer (`*Probe`, `*bool`), a slice or a map, and gogo protobuf writes a pointer exactly
-/// when it is not nil, so a present pointer counts even at zero (`runAsUser: 0`,
-/// `hostUsers: false`, an empty `securityContext`): `json` would write it too.
+/// Whether a field the simulator does not map carries something. Every such field is a Go
+/// pointer, a slice or a map, and gogo protobuf writes a pointer exactly when it is not nil.
+/// A pointer to a message counts when the message holds any field, even a zero one
+/// (`runAsUser: 0` inside it is `Some(0)`); an empty message (`securityContext: {}`, which
+/// a real API server's `SetDefaults_PodSpec` writes into every pod) carries nothing to
+/// drop. Scalar pointers (`hostUsers: false`) are listed apart (`unmapped!`'s `pointers:`)
+/// and count whenever present.
 pub(super) trait IsSet {
     fn is_set(&self) -> bool;
 }
 
-impl<T> IsSet for Option<T> {
+impl<T: Message + Default + PartialEq> IsSet for Option<T> {
     fn is_set(&self) -> bool {
-        self.is_some()
+        self.as_ref().is_some_and(|m| *m != T::default())
     }
 }
 

@@ -62,10 +62,11 @@ fn pod_spec(s: core::PodSpec, path: &str, u: &mut Unmapped) -> Value {
         resource_claims,
         resources,
     } = s;
-    unmapped!(u, path; ephemeral_containers, share_process_namespace, security_context,
-        affinity, host_aliases, dns_config, readiness_gates, preemption_policy, overhead,
-        topology_spread_constraints, set_hostname_as_fqdn, os, host_users, scheduling_gates,
-        resource_claims, resources);
+    unmapped!(u, path; ephemeral_containers, security_context, affinity, host_aliases,
+        dns_config, readiness_gates, overhead, topology_spread_constraints, os,
+        scheduling_gates, resource_claims, resources);
+    unmapped!(u, path; pointers: share_process_namespace, preemption_policy,
+        set_hostname_as_fqdn, host_users);
     let mut o = Map::new();
     let volumes: Vec<Value> = volumes
         .into_iter()

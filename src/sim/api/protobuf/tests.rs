@@ -215,7 +215,10 @@ fn a_field_not_mapped_refuses_the_body_and_names_it() {
         ..Default::default()
     });
     // Go pointers present at zero are values `json` would write, not absences.
-    c.security_context = Some(core::SecurityContext::default());
+    c.security_context = Some(core::SecurityContext {
+        privileged: Some(false),
+        ..Default::default()
+    });
     let mut d = deployment(1, c);
     let spec = d.spec.as_mut().unwrap().template.as_mut().unwrap();
     let pod = spec.spec.as_mut().unwrap();
@@ -223,7 +226,11 @@ fn a_field_not_mapped_refuses_the_body_and_names_it() {
         run_as_user: Some(0),
         ..Default::default()
     });
+    // Every scalar pointer at its zero: each must be in `unmapped!`'s `pointers:` list.
     pod.host_users = Some(false);
+    pod.share_process_namespace = Some(false);
+    pod.set_hostname_as_fqdn = Some(false);
+    pod.preemption_policy = Some(String::new());
     pod.volumes = vec![
         core::Volume {
             name: Some("scratch".into()),
@@ -257,6 +264,9 @@ fn a_field_not_mapped_refuses_the_body_and_names_it() {
         "spec.template.spec.containers[0].securityContext",
         "spec.template.spec.securityContext",
         "spec.template.spec.hostUsers",
+        "spec.template.spec.shareProcessNamespace",
+        "spec.template.spec.setHostnameAsFQDN",
+        "spec.template.spec.preemptionPolicy",
         "spec.template.spec.volumes[1] (a volume source other than",
         "spec.template.spec.volumes[2] (a volume source other than",
     ] {
@@ -264,6 +274,20 @@ fn a_field_not_mapped_refuses_the_body_and_names_it() {
     }
     assert!(!e.message.contains("volumes[0]"), "{}", e.message);
     assert!(e.message.contains("as JSON"), "{}", e.message);
+}
+
+#[test]
+fn an_empty_pod_security_context_carries_nothing_and_is_taken() {
+    // A real API server writes `securityContext: {}` into every pod (SetDefaults_PodSpec),
+    // so templates read back from a cluster carry it: nothing is dropped by taking them.
+    let mut d = deployment(1, generated_container("app", "busybox", &[]));
+    let spec = d.spec.as_mut().unwrap().template.as_mut().unwrap();
+    spec.spec.as_mut().unwrap().security_context = Some(core::PodSecurityContext::default());
+    let v = decode(&envelope("apps/v1", "Deployment", d.encode_to_vec())).unwrap();
+    assert_eq!(
+        v["spec"]["template"]["spec"]["containers"][0]["name"],
+        "app"
+    );
 }
 
 #[test]

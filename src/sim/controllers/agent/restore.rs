@@ -185,8 +185,9 @@ pub fn candidates(ctx: &Ctx, pod: &Value) -> Vec<Arc<Value>> {
         .filter(|s| !is_deleting(s) && condition_status(s, "Ready") == Some("True"))
         .collect();
     out.sort_by(|a, b| {
-        let at = |s: &Value| annotation(s, CHECKPOINTED_AT).map(str::to_string);
-        at(b).cmp(&at(a)).then_with(|| name_of(a).cmp(name_of(b)))
+        annotation(b, CHECKPOINTED_AT)
+            .cmp(&annotation(a, CHECKPOINTED_AT))
+            .then_with(|| name_of(a).cmp(name_of(b)))
     });
     out
 }
