@@ -25,8 +25,9 @@ use crate::session::budget::Budget;
 use crate::session::client::{ClientOptions, JupyterClient};
 use crate::session::error::SessionError;
 use crate::session::marker::Nonce;
-use crate::session::probe_state::{ProbeState, SCHEMA, StateFileError};
+use crate::session::probe_state::{self, ProbeState, SCHEMA};
 use crate::session::protocol::{Budgets, MarkerPlan, collect_evidence, mark};
+use crate::session::state_file::StateFileError;
 use crate::verdict::{MarkerObservation, PlatformEvidence, decide};
 
 /// Why a probe could not produce its answer.
@@ -171,10 +172,7 @@ async fn run_check(args: &ProbeArgs) -> Result<i32, ProbeError> {
     let nonce = state
         .nonce
         .unseal()
-        .ok_or_else(|| StateFileError::Invalid {
-            path: args.state.clone(),
-            detail: "the sealed nonce is damaged".to_owned(),
-        })?;
+        .ok_or_else(|| probe_state::KIND.invalid(&args.state, "the sealed nonce is damaged"))?;
     let client = client_for(args)?;
     is_jupyter(&client).await?; // fails fast on a wrong URL or token
     let kernel_id = args

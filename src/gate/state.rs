@@ -3,17 +3,15 @@
 //! `session::marker`); the cluster's address is kept only to warn when verify talks to
 //! another one. Written atomically with mode 0600.
 
-use std::fs;
-use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::platform::ledger::Ledger;
 use crate::session::marker::SealedNonce;
-use crate::session::probe_state::write_private_json;
 use crate::session::protocol::MarkerPlan;
+use crate::session::state_file::{StateFileError, StateKind};
 use crate::trial::SnapshotRef;
 use crate::verdict::Evidence;
 
@@ -57,62 +55,27 @@ pub struct GateState {
     pub ledger: Ledger,
 }
 
-/// Why the state file could not be used.
-#[derive(Debug, thiserror::Error)]
-pub enum StateError {
-    #[error("cannot read the gate state {path}: {source}{}", hint(source))]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("{path} is not a wsgate gate state: {detail}")]
-    Invalid { path: PathBuf, detail: String },
-    #[error("cannot write the gate state {path}: {source}")]
-    Write {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-}
+/// The gate's state file, for messages.
+pub static KIND: StateKind = StateKind {
+    what: "gate state",
+    when_missing: "run `wsgate gate prepare --state FILE` before the upgrade",
+};
 
-fn hint(e: &io::Error) -> &'static str {
-    if e.kind() == io::ErrorKind::NotFound {
-        " (run `wsgate gate prepare --state FILE` before the upgrade)"
-    } else {
-        ""
-    }
-}
+/// Why the state file could not be used.
+pub type StateError = StateFileError;
 
 impl GateState {
     /// Reads and validates a state file.
     pub fn read(path: &Path) -> Result<Self, StateError> {
-        let text = fs::read_to_string(path).map_err(|source| StateError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        let invalid = |detail: String| StateError::Invalid {
-            path: path.to_owned(),
-            detail,
-        };
-        let state: GateState = serde_json::from_str(&text).map_err(|e| invalid(e.to_string()))?;
-        if state.schema != SCHEMA {
-            return Err(invalid(format!(
-                "schema `{}`, expected `{SCHEMA}`",
-                state.schema
-            )));
-        }
+        let state = KIND.read(path, SCHEMA, |s: &GateState| &s.schema)?;
         if state.nonce.unseal().is_none() {
-            return Err(invalid("the sealed nonce is damaged".into()));
+            return Err(KIND.invalid(path, "the sealed nonce is damaged"));
         }
         Ok(state)
     }
 
     /// Writes the state file atomically, mode 0600 (see `write_private_json`).
     pub fn write(&self, path: &Path) -> Result<(), StateError> {
-        write_private_json(path, self).map_err(|source| StateError::Write {
-            path: path.to_owned(),
-            source,
-        })
+        KIND.write(path, self)
     }
 }

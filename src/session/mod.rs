@@ -24,6 +24,7 @@ pub mod matcher;
 pub mod models;
 pub mod probe_state;
 pub mod protocol;
+pub mod state_file;
 mod tls;
 pub mod wire;
 pub mod xsrf;

@@ -2,16 +2,14 @@
 //! sealed nonce and the evidence from before the pause. It never holds a token; it is
 //! written atomically with mode 0600.
 
-use std::fs;
-use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::marker::SealedNonce;
 use super::protocol::MarkerPlan;
+use super::state_file::{StateFileError, StateKind};
 use crate::verdict::Evidence;
 
 /// The schema tag of the current format.
@@ -40,82 +38,20 @@ pub struct ProbeState {
     pub before: Evidence,
 }
 
-/// Why the state file could not be used.
-#[derive(Debug, thiserror::Error)]
-pub enum StateFileError {
-    /// It could not be read.
-    #[error("cannot read the probe state {path}: {source}{}", hint(source))]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    /// It is not a probe state of this version.
-    #[error("{path} is not a wsgate probe state: {detail}")]
-    Invalid { path: PathBuf, detail: String },
-    /// It could not be written.
-    #[error("cannot write the probe state {path}: {source}")]
-    Write {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-}
-
-fn hint(e: &io::Error) -> &'static str {
-    if e.kind() == io::ErrorKind::NotFound {
-        " (run `wsgate probe mark` first)"
-    } else {
-        ""
-    }
-}
+/// The probe's state file, for messages.
+pub static KIND: StateKind = StateKind {
+    what: "probe state",
+    when_missing: "run `wsgate probe mark` first",
+};
 
 impl ProbeState {
     /// Reads and validates a state file.
     pub fn read(path: &Path) -> Result<Self, StateFileError> {
-        let text = fs::read_to_string(path).map_err(|source| StateFileError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        let state: ProbeState =
-            serde_json::from_str(&text).map_err(|e| StateFileError::Invalid {
-                path: path.to_owned(),
-                detail: e.to_string(),
-            })?;
-        if state.schema != SCHEMA {
-            return Err(StateFileError::Invalid {
-                path: path.to_owned(),
-                detail: format!("schema `{}`, expected `{SCHEMA}`", state.schema),
-            });
-        }
-        Ok(state)
+        KIND.read(path, SCHEMA, |s: &ProbeState| &s.schema)
     }
 
     /// Writes the state file atomically (a temporary file beside it, then a rename).
     pub fn write(&self, path: &Path) -> Result<(), StateFileError> {
-        write_private_json(path, self).map_err(|source| StateFileError::Write {
-            path: path.to_owned(),
-            source,
-        })
+        KIND.write(path, self)
     }
-}
-
-/// Writes `value` as pretty JSON to `path` atomically (a temporary file beside it, synced,
-/// then renamed), readable by the owner only (mode 0600). Creates the parent directory.
-pub fn write_private_json(path: &Path, value: &impl Serialize) -> io::Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        fs::create_dir_all(dir)?;
-    }
-    let text = serde_json::to_string_pretty(value).map_err(io::Error::other)?;
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    let mut file = fs::OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    file.write_all(text.as_bytes())?;
-    file.write_all(b"\n")?;
-    file.sync_all()?;
-    fs::rename(&tmp, path)
 }

@@ -139,32 +139,25 @@ pub async fn mark(
 ) -> Result<Evidence, SessionError> {
     let values = plan.values(nonce);
     let mut ch = KernelChannel::connect_within(client, kernel_id, &budgets.connect).await?;
-    run_cell(
-        &mut ch,
-        plan.model,
+    for cell in [
         Cell::LoadModel,
-        &values,
-        opts(&budgets.model, Cell::LoadModel),
-    )
-    .await?;
-    let store = opts(&budgets.cell, Cell::StoreMarker).silent();
-    execute_ok(&mut ch, plan.model, Cell::StoreMarker, &values, &store).await?;
-    run_cell(
-        &mut ch,
-        plan.model,
+        Cell::StoreMarker,
         Cell::WriteFiles,
-        &values,
-        opts(&budgets.cell, Cell::WriteFiles),
-    )
-    .await?;
-    run_cell(
-        &mut ch,
-        plan.model,
         Cell::UseModel,
-        &values,
-        opts(&budgets.cell, Cell::UseModel),
-    )
-    .await?;
+    ] {
+        let budget = if cell == Cell::LoadModel {
+            &budgets.model
+        } else {
+            &budgets.cell
+        };
+        if cell == Cell::StoreMarker {
+            // The nonce's cell is silent: nothing of it reaches the history.
+            let store = opts(budget, cell).silent();
+            execute_ok(&mut ch, plan.model, cell, &values, &store).await?;
+        } else {
+            run_cell(&mut ch, plan.model, cell, &values, opts(budget, cell)).await?;
+        }
+    }
     let kernel = kernel_evidence(&mut ch, kernel_id, plan, &values, budgets).await?;
     let scan = disk_scan(&mut ch, plan, &values, budgets).await?;
     ch.close().await;

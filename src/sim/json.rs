@@ -1,7 +1,9 @@
 //! Reading the simulator's objects (`serde_json` values) and stamping them: the one place
 //! for the accessors the API and every controller use.
 
-use serde_json::Value;
+use serde_json::{Value, json};
+
+use crate::sim::store::meta::now_rfc3339;
 
 /// The string at JSON pointer `ptr`, if there is one.
 pub fn str_at<'a>(v: &'a Value, ptr: &str) -> Option<&'a str> {
@@ -24,6 +26,74 @@ pub fn now_rfc3339_ms() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
+/// The annotation `key` of `v`, if it is there.
+pub fn annotation<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.pointer("/metadata/annotations")
+        .and_then(|a| a.get(key))
+        .and_then(Value::as_str)
+}
+
+/// The label `key` of `v`, if it is there.
+pub fn label<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.pointer("/metadata/labels")
+        .and_then(|a| a.get(key))
+        .and_then(Value::as_str)
+}
+
+/// `metadata.name`, or `""`.
+pub fn name_of(v: &Value) -> &str {
+    str_at(v, "/metadata/name").unwrap_or("")
+}
+
+/// `metadata.uid`, or `""`.
+pub fn uid_of(v: &Value) -> &str {
+    str_at(v, "/metadata/uid").unwrap_or("")
+}
+
+/// Whether `v` has a deletion timestamp (it waits for its finalizers).
+pub fn is_deleting(v: &Value) -> bool {
+    v.pointer("/metadata/deletionTimestamp").is_some()
+}
+
+/// A status condition of a custom resource or pod.
+pub fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a Value> {
+    obj.pointer("/status/conditions")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|c| str_at(c, "/type") == Some(type_))
+}
+
+/// The `status` of condition `type_`, if the object has it.
+pub fn condition_status<'a>(obj: &'a Value, type_: &str) -> Option<&'a str> {
+    condition(obj, type_).and_then(|c| str_at(c, "/status"))
+}
+
+/// Sets (or replaces) a condition of a custom resource (no `lastProbeTime`, unlike pods);
+/// the transition time moves only when the status changes.
+pub fn set_cr_condition(obj: &mut Value, type_: &str, status: &str, reason: &str, message: &str) {
+    if !obj
+        .pointer("/status/conditions")
+        .is_some_and(Value::is_array)
+    {
+        obj["status"]["conditions"] = json!([]);
+    }
+    let now = now_rfc3339();
+    let conds = obj["status"]["conditions"]
+        .as_array_mut()
+        .expect("conditions is an array");
+    let mut cond = json!({"type": type_, "status": status, "reason": reason,
+        "message": message, "lastTransitionTime": now});
+    match conds.iter_mut().find(|c| str_at(c, "/type") == Some(type_)) {
+        Some(existing) => {
+            if str_at(existing, "/status") == Some(status) {
+                cond["lastTransitionTime"] = existing["lastTransitionTime"].clone();
+            }
+            *existing = cond;
+        }
+        None => conds.push(cond),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -37,5 +107,25 @@ mod tests {
         assert!(now_epoch_ms() > 1_700_000_000_000);
         let stamp = now_rfc3339_ms();
         assert!(stamp.ends_with('Z') && stamp.len() == 24, "{stamp}");
+    }
+
+    #[test]
+    fn cr_conditions_keep_their_transition_time_while_unchanged() {
+        let mut o = json!({});
+        set_cr_condition(&mut o, "Ready", "False", "AwaitingCheckpoint", "m");
+        let t0 = o["status"]["conditions"][0]["lastTransitionTime"].clone();
+        o["status"]["conditions"][0]["lastTransitionTime"] = json!("2000-01-01T00:00:00Z");
+        set_cr_condition(&mut o, "Ready", "False", "AwaitingCheckpoint", "m2");
+        assert_eq!(
+            o["status"]["conditions"][0]["lastTransitionTime"],
+            "2000-01-01T00:00:00Z"
+        );
+        set_cr_condition(&mut o, "Ready", "True", "AllSnapshotsAvailable", "");
+        assert_ne!(
+            o["status"]["conditions"][0]["lastTransitionTime"],
+            "2000-01-01T00:00:00Z"
+        );
+        assert!(t0.is_string());
+        assert_eq!(condition_status(&o, "Ready"), Some("True"));
     }
 }

@@ -47,29 +47,13 @@ pub fn version() -> Value {
 /// True when any media range in `Accept` names `g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList`
 /// (parameter order, case and whitespace do not matter; `q=0` excludes the range).
 pub fn wants_aggregated(accept: Option<&str>) -> bool {
-    let Some(accept) = accept else { return false };
-    accept.split(',').any(|range| {
-        let mut parts = range.split(';').map(str::trim);
-        let media = parts.next().unwrap_or_default();
-        if !media.eq_ignore_ascii_case("application/json") {
-            return false;
-        }
-        let (mut g, mut v, mut as_, mut q_zero) = (false, false, false, false);
-        for param in parts {
-            let Some((key, value)) = param.split_once('=') else {
-                continue;
-            };
-            let value = value.trim().trim_matches('"');
-            match key.trim().to_ascii_lowercase().as_str() {
-                "g" => g = value == "apidiscovery.k8s.io",
-                "v" => v = value == "v2",
-                "as" => as_ = value == "APIGroupDiscoveryList",
-                "q" => q_zero = value.parse::<f32>().is_ok_and(|q| q <= 0.0),
-                _ => {}
-            }
-        }
-        g && v && as_ && !q_zero
-    })
+    let wanted = super::accept::Wanted {
+        group: "apidiscovery.k8s.io",
+        versions: &["v2"],
+        as_: "APIGroupDiscoveryList",
+        any_version_when_absent: false,
+    };
+    super::accept::names(accept, &wanted)
 }
 
 /// `GET /api`: the core group only.

@@ -2,6 +2,7 @@
 //! optional RBAC), discovery, OpenAPI, and the resource routes, all answering errors as
 //! `metav1.Status`.
 
+pub mod accept;
 pub mod authz;
 pub mod discovery;
 pub mod openapi;

@@ -17,29 +17,13 @@ use crate::sim::kinds::KindInfo;
 /// True when any media range names `as=Table` in group `meta.k8s.io` (v1 or v1beta1) and is
 /// not excluded by `q=0`. `-o json|yaml` sends plain `application/json` and gets objects.
 pub fn wants_table(accept: Option<&str>) -> bool {
-    let Some(accept) = accept else { return false };
-    accept.split(',').any(|range| {
-        let mut parts = range.split(';').map(str::trim);
-        let media = parts.next().unwrap_or_default();
-        if !media.eq_ignore_ascii_case("application/json") {
-            return false;
-        }
-        let (mut g, mut v, mut as_, mut q_zero) = (false, true, false, false);
-        for param in parts {
-            let Some((key, value)) = param.split_once('=') else {
-                continue;
-            };
-            let value = value.trim().trim_matches('"');
-            match key.trim().to_ascii_lowercase().as_str() {
-                "g" => g = value == "meta.k8s.io",
-                "v" => v = value == "v1" || value == "v1beta1",
-                "as" => as_ = value == "Table",
-                "q" => q_zero = value.parse::<f32>().is_ok_and(|q| q <= 0.0),
-                _ => {}
-            }
-        }
-        g && v && as_ && !q_zero
-    })
+    let wanted = super::accept::Wanted {
+        group: "meta.k8s.io",
+        versions: &["v1", "v1beta1"],
+        as_: "Table",
+        any_version_when_absent: true,
+    };
+    super::accept::names(accept, &wanted)
 }
 
 /// Builds the Table for `objects` of one `kind`.

@@ -48,14 +48,12 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
-use super::agent::{
-    PS_NAME, TRIGGERED_BY, annotation, condition_status, fault_on, is_deleting, label, name_of,
-    str_at, uid_of,
-};
+use super::agent::{PS_NAME, TRIGGERED_BY, fault_on};
 use super::kubelet::WORKSPACE_LABEL;
 use super::scheduler::set_condition;
 use super::{Ctx, Next, ObjKey, Reconciler, kind};
 use crate::sim::faults::Fault;
+use crate::sim::json::{annotation, condition_status, is_deleting, label, name_of, str_at, uid_of};
 use crate::sim::seed::{SNAPSHOT_ENABLED, STORAGE_CONFIG};
 use crate::sim::store::meta::now_rfc3339;
 use crate::sim::store::{DeleteOptions, Event};

@@ -27,10 +27,11 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::DUPLICATE_OF;
-use crate::sim::controllers::agent::{PS_NAME, annotation, is_deleting, label, name_of, str_at};
+use crate::sim::controllers::agent::PS_NAME;
 use crate::sim::controllers::kind;
 use crate::sim::controllers::kubelet::WORKSPACE_LABEL;
 use crate::sim::error::ApiError;
+use crate::sim::json::{annotation, is_deleting, label, name_of, str_at};
 use crate::sim::kinds::KindInfo;
 use crate::sim::seed::SNAPSHOT_ENABLED;
 use crate::sim::store::Lister;

@@ -1,0 +1,232 @@
+//! A PodSnapshot's checkpoint in flight: the upload's outcome (Ready, failed, hung), the
+//! trigger completed or failed with it, and the pod thawed or completed afterwards.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::trigger::{TriggerRef, set_triggered};
+use super::{Agent, LAST_ACCESS};
+use crate::sim::bucket::SnapshotLocation;
+use crate::sim::controllers::scheduler::set_condition;
+use crate::sim::controllers::{Ctx, Next, ObjKey, kind};
+use crate::sim::json::{is_deleting, now_rfc3339_ms, set_cr_condition, uid_of};
+use crate::sim::store::meta::now_rfc3339;
+use crate::sim::truth::{Imposed, Transition};
+
+/// How a checkpoint in flight will end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Outcome {
+    Succeed,
+    Fail,
+    Hang,
+}
+
+/// A checkpoint being uploaded.
+#[derive(Debug, Clone)]
+pub(super) struct InFlight {
+    pub(super) started: Instant,
+    pub(super) duration: Duration,
+    pub(super) outcome: Outcome,
+    pub(super) pod_uid: String,
+    pub(super) pod_name: String,
+    pub(super) node: String,
+    pub(super) trigger_name: String,
+    pub(super) trigger_uid: String,
+    pub(super) resident_bytes: u64,
+    pub(super) location: SnapshotLocation,
+    pub(super) post_stop: bool,
+}
+
+impl InFlight {
+    fn trigger<'a>(&'a self, ns: &'a str) -> TriggerRef<'a> {
+        TriggerRef {
+            ns,
+            name: &self.trigger_name,
+            uid: &self.trigger_uid,
+        }
+    }
+}
+
+impl Agent {
+    pub(super) fn reconcile_snapshot(&self, ctx: &Ctx, key: &ObjKey) -> Next {
+        let Some(snap) = ctx.store.find(key.kind, key.ns(), &key.name) else {
+            return Next::Done;
+        };
+        let uid = uid_of(&snap).to_string();
+        if is_deleting(&snap) {
+            self.finalize(ctx, key, &snap);
+            return Next::Done;
+        }
+        let Some(job) = self.inflight().get(&uid).cloned() else {
+            return Next::Done;
+        };
+        let elapsed = job.started.elapsed();
+        if elapsed < job.duration {
+            return Next::After(job.duration - elapsed);
+        }
+        let ns = key.namespace.as_str();
+        if job.outcome != Outcome::Hang {
+            ctx.truth.record_imposed(Imposed::Checkpoint, job.duration);
+        }
+        match job.outcome {
+            Outcome::Hang => {
+                // A hung checkpoint stays AwaitingCheckpoint, with an InProgress condition.
+                let _ = ctx
+                    .store
+                    .modify(key.kind, key.ns(), &key.name, true, false, |cur| {
+                        let mut c = cur.clone();
+                        set_cr_condition(
+                            &mut c,
+                            "InProgress",
+                            "True",
+                            "AwaitingCheckpoint",
+                            "the checkpoint upload has not completed",
+                        );
+                        Ok(c)
+                    });
+                self.inflight().remove(&uid);
+            }
+            Outcome::Fail => {
+                self.inflight().remove(&uid);
+                self.fail_checkpoint(
+                    ctx,
+                    key,
+                    &job,
+                    "runsc checkpoint failed: the sandbox could not be checkpointed",
+                );
+            }
+            Outcome::Succeed => {
+                self.inflight().remove(&uid);
+                if let Err(e) = ctx.bucket.write_pages(&job.location, job.resident_bytes) {
+                    self.fail_checkpoint(
+                        ctx,
+                        key,
+                        &job,
+                        &format!("upload to {} failed: {e}", job.location.url()),
+                    );
+                    return Next::Done;
+                }
+                let _ = ctx
+                    .store
+                    .modify(key.kind, key.ns(), &key.name, true, false, |cur| {
+                        let mut c = cur.clone();
+                        set_cr_condition(
+                            &mut c,
+                            "Checkpoint",
+                            "True",
+                            "Succeeded",
+                            "checkpoint completed",
+                        );
+                        set_cr_condition(
+                            &mut c,
+                            "StorageReplicated",
+                            "True",
+                            "Succeeded",
+                            &format!("snapshot stored at {}", job.location.url()),
+                        );
+                        set_cr_condition(
+                            &mut c,
+                            "Ready",
+                            "True",
+                            "AllSnapshotsAvailable",
+                            "all snapshots are available",
+                        );
+                        Ok(c)
+                    });
+                let now = now_rfc3339_ms();
+                let _ = ctx
+                    .store
+                    .modify(key.kind, key.ns(), &key.name, false, false, |cur| {
+                        let mut c = cur.clone();
+                        c["metadata"]["annotations"][LAST_ACCESS] = json!(now);
+                        Ok(c)
+                    });
+                set_triggered(
+                    ctx,
+                    &job.trigger(ns),
+                    "True",
+                    "Complete",
+                    "checkpoint completed successfully",
+                    Some(&key.name),
+                );
+                ctx.truth.record_delayed(
+                    Transition::CheckpointFinished,
+                    Some(ns),
+                    &job.pod_name,
+                    Some(&job.node),
+                    Some(key.name.clone()),
+                    Some(job.duration),
+                );
+                if job.post_stop {
+                    complete_pod(ctx, ns, &job.pod_name, &job.pod_uid);
+                } else if let Err(e) = ctx.pods.restore(&uid, &job.pod_uid) {
+                    tracing::warn!(error = %e, "cannot resume the checkpointed pod");
+                }
+            }
+        }
+        Next::Done
+    }
+
+    pub(super) fn fail_checkpoint(&self, ctx: &Ctx, key: &ObjKey, job: &InFlight, message: &str) {
+        let ns = key.namespace.as_str();
+        let _ = ctx
+            .store
+            .modify(key.kind, key.ns(), &key.name, true, false, |cur| {
+                let mut c = cur.clone();
+                set_cr_condition(&mut c, "Checkpoint", "False", "Failed", message);
+                set_cr_condition(&mut c, "Ready", "False", "Failed", message);
+                Ok(c)
+            });
+        set_triggered(ctx, &job.trigger(ns), "False", "Failed", message, None);
+        ctx.truth.record(
+            Transition::CheckpointFailed,
+            Some(ns),
+            &job.pod_name,
+            Some(&job.node),
+            Some(format!("{}: {message}", key.name)),
+        );
+        // A frozen pod thaws and keeps running; its image is no snapshot.
+        if ctx.pods.has_image(&job.location.snapshot_uid) {
+            let _ = ctx.pods.restore(&job.location.snapshot_uid, &job.pod_uid);
+            ctx.pods.drop_image(&job.location.snapshot_uid);
+        }
+    }
+}
+
+/// `postCheckpoint: stop`: the checkpointed pod ends `Completed` (phase `Succeeded`).
+fn complete_pod(ctx: &Ctx, ns: &str, name: &str, uid: &str) {
+    let now = now_rfc3339();
+    let _ = ctx
+        .store
+        .modify(kind("Pod"), Some(ns), name, true, false, |cur| {
+            let mut c = cur.clone();
+            if uid_of(cur) != uid || is_deleting(cur) {
+                return Ok(c);
+            }
+            c["status"]["phase"] = json!("Succeeded");
+            if let Some(cs) = c
+                .pointer_mut("/status/containerStatuses")
+                .and_then(Value::as_array_mut)
+            {
+                for s in cs {
+                    let started = s.pointer("/state/running/startedAt").cloned();
+                    s["ready"] = json!(false);
+                    s["started"] = json!(false);
+                    s["state"] = json!({"terminated": {"exitCode": 0, "reason": "Completed",
+                    "startedAt": started, "finishedAt": now}});
+                }
+            }
+            set_condition(
+                &mut c,
+                "ContainersReady",
+                "False",
+                Some("PodCompleted"),
+                None,
+                &now,
+            );
+            set_condition(&mut c, "Ready", "False", Some("PodCompleted"), None, &now);
+            Ok(c)
+        });
+}
