@@ -4,15 +4,53 @@
 //! panics on any write error. Two pieces keep that from becoming a panic (exit 101):
 //! - [`Stdout`], a writer for long output (the suite's progress): after the reader has gone
 //!   it drops the rest quietly, so the run goes on, cleans up and exits with its own code;
-//! - [`install_panic_hook`], for the commands' plain `println!`: a failed print to stdout ends
-//!   the process with [`crate::exit_code::PIPE_CLOSED`] (a closed pipe, quietly) or
-//!   [`crate::exit_code::OUTPUT`] (anything else, such as `/dev/full`, with one line saying so).
-//!   Every other panic keeps the default hook.
+//! - [`say!`](crate::say), for every command that creates, changes or deletes objects (`run`,
+//!   `drill`, `gate`, `probe`, `janitor`, `sim`) and the suite's steps: a line goes through
+//!   [`Stdout`], so a closed pipe or a full disk never stops such a command half-way, before
+//!   it has cleaned up (a full disk is said once on standard error);
+//! - [`install_panic_hook`], for the read-only commands' plain `println!` (`report`, `cost`,
+//!   `status`, `doctor`, `run --dry-run`): a failed print to stdout ends the process with
+//!   [`crate::exit_code::PIPE_CLOSED`] (a closed pipe, quietly) or
+//!   [`crate::exit_code::OUTPUT`] (anything else, such as `/dev/full`, with one line saying
+//!   so). Every other panic keeps the default hook.
 
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static CLOSED: AtomicBool = AtomicBool::new(false);
+static FAILED_SAID: AtomicBool = AtomicBool::new(false);
+
+/// Prints a line (like `println!`) through [`Stdout`](crate::output::Stdout), for a command
+/// that must go on to clean up whatever happens to its output.
+#[macro_export]
+macro_rules! say {
+    () => {
+        $crate::output::say_line(format_args!(""))
+    };
+    ($($arg:tt)*) => {
+        $crate::output::say_line(format_args!($($arg)*))
+    };
+}
+
+/// Writes `text` as it is (no newline added), as [`say!`](crate::say) writes a line.
+pub fn say_text(text: &str) {
+    say_line(format_args!("{}", text.strip_suffix('\n').unwrap_or(text)));
+}
+
+/// Writes one line to standard output for [`say!`](crate::say): after the reader has gone
+/// the line is dropped; any other write error is said once on standard error and the
+/// command goes on.
+pub fn say_line(args: std::fmt::Arguments<'_>) {
+    let mut out = Stdout;
+    let written = writeln!(out, "{args}").and_then(|()| out.flush());
+    if let Err(e) = written
+        && !FAILED_SAID.swap(true, Ordering::Relaxed)
+    {
+        eprintln!(
+            "warning: cannot write to standard output ({e}); going on to finish and clean up"
+        );
+    }
+}
 
 /// Whether standard output's reader has gone (a write met `BrokenPipe`).
 pub fn stdout_closed() -> bool {

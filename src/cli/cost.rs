@@ -27,7 +27,8 @@ pub struct CostArgs {
     )]
     pub pauses_per_week: u32,
     /// Measured idle periods for the break-even, comma-separated (e.g. 30s,8m,1h30m,14h)
-    #[arg(long, value_delimiter = ',', value_name = "DURATIONS", value_parser = parse_duration)]
+    #[arg(long, value_delimiter = ',', value_name = "DURATIONS", value_parser = parse_duration,
+        allow_hyphen_values = true)]
     pub idle_periods: Vec<Duration>,
     /// GPU nodes are dedicated to the workspace (otherwise reclaimed hours are an upper bound)
     #[arg(long)]

@@ -15,7 +15,8 @@ pub struct DrillArgs {
         allow_negative_numbers = true,
         long,
         value_name = "N",
-        default_value_t = 6
+        default_value_t = 6,
+        value_parser = super::count
     )]
     pub workspaces: usize,
     /// M: the GPUs they compete for (fewer than N)
@@ -31,7 +32,8 @@ pub struct DrillArgs {
         allow_negative_numbers = true,
         long,
         value_name = "K",
-        default_value_t = 1
+        default_value_t = 1,
+        value_parser = super::count
     )]
     pub sample: usize,
     /// Profile file layered over the embedded defaults (budgets, workspace options)

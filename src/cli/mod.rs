@@ -180,7 +180,7 @@ pub struct RunArgs {
 #[derive(Debug, Clone, Args)]
 pub struct SimArgs {
     /// Loopback port to listen on (0 picks a free one)
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true, value_parser = port)]
     pub port: u16,
     /// Where to write the kubeconfig for kubectl and kube-rs
     #[arg(
@@ -208,6 +208,20 @@ pub struct ProbeArgs {
 pub struct StatusArgs {
     #[command(flatten)]
     pub target: TargetArgs,
+}
+
+/// A `--port`: a whole number from 0 to 65535, said so when it is not.
+fn port(text: &str) -> Result<u16, String> {
+    text.trim()
+        .parse()
+        .map_err(|_| format!("{text} is not a port: a whole number from 0 to 65535"))
+}
+
+/// A count (`--workspaces`, `--sample`): a whole number from 0 up, said so when it is not.
+pub(crate) fn count(text: &str) -> Result<usize, String> {
+    text.trim()
+        .parse()
+        .map_err(|_| format!("{text} is not a whole number from 0 up"))
 }
 
 #[cfg(test)]

@@ -50,13 +50,13 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "ID_OR_DIR")]
     pub model_source: Option<String>,
     /// The budget for each ordinary cell (e.g. 30s, 2m).
-    #[arg(long, value_parser = parse_duration, default_value = "60s", value_name = "DURATION")]
+    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, default_value = "60s", value_name = "DURATION")]
     pub cell_budget: Duration,
     /// The budget for loading, checking or recovering the model.
-    #[arg(long, value_parser = parse_duration, default_value = "10m", value_name = "DURATION")]
+    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, default_value = "10m", value_name = "DURATION")]
     pub model_budget: Duration,
     /// The budget for reaching the kernel again (retrying while the server does not answer).
-    #[arg(long, value_parser = parse_duration, default_value = "60s", value_name = "DURATION")]
+    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, default_value = "60s", value_name = "DURATION")]
     pub connect_budget: Duration,
     /// Accept any TLS certificate. Test servers only; logged loudly.
     #[arg(long)]

@@ -17,10 +17,12 @@ pub struct ReportArgs {
     #[arg(long, num_args = 2, value_names = ["A.json", "B.json"])]
     pub compare: Option<Vec<PathBuf>>,
     /// A phase counts as changed when it moved by more than this percentage...
-    #[arg(long, default_value_t = 20.0, value_name = "PERCENT", requires = "compare", value_parser = non_negative)]
+    #[arg(long, default_value_t = 20.0, value_name = "PERCENT", requires = "compare", value_parser = non_negative,
+        allow_negative_numbers = true)]
     pub threshold: f64,
     /// ...and by at least this many seconds
-    #[arg(long, default_value_t = 1.0, value_name = "SECONDS", requires = "compare", value_parser = non_negative)]
+    #[arg(long, default_value_t = 1.0, value_name = "SECONDS", requires = "compare", value_parser = non_negative,
+        allow_negative_numbers = true)]
     pub min_delta: f64,
     /// Print the comparison as JSON
     #[arg(long, requires = "compare")]

@@ -14,7 +14,7 @@ use crate::platform::ledger::{self, Ledger};
 pub const MAX_WORKSPACES: usize = 5000;
 
 fn say(line: &str) {
-    println!("drill: {line}");
+    crate::say!("drill: {line}");
 }
 
 /// Refuses sizes a drill cannot take, before anything is contacted.
@@ -139,8 +139,8 @@ fn finish(
     words: &str,
     leaked: bool,
 ) -> i32 {
-    println!();
-    print!("{}", report.table());
+    crate::say!();
+    crate::output::say_text(&report.table().to_string());
     let redactor = crate::report::Redactor::new(vec![plan.token.expose().to_string()]);
     match crate::report::write_json(report, &cfg.reports.dir, run_id, "drill.json", &redactor) {
         Ok(path) => say(&format!("report written to {}", path.display())),

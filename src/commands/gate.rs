@@ -37,7 +37,7 @@ async fn connect(common: &CommonArgs) -> Result<(Config, Target), CommandError> 
 }
 
 fn say(line: &str) {
-    println!("gate: {line}");
+    crate::say!("gate: {line}");
 }
 
 /// After an interrupt: removes everything the gate's run created (found by its run-id
@@ -98,24 +98,24 @@ async fn prepare(args: PrepareArgs) -> Result<i32, CommandError> {
 
 /// The gate's verdict, summary, guidance, phases and restore verdict, on stdout.
 fn print_outcome(outcome: &gate::GateOutcome) {
-    println!();
-    println!("gate verdict: {}", outcome.verdict);
-    println!("  {}", outcome.summary);
+    crate::say!();
+    crate::say!("gate verdict: {}", outcome.verdict);
+    crate::say!("  {}", outcome.summary);
     if let Some(g) = &outcome.guidance {
-        println!("  guidance for users: {g}");
+        crate::say!("  guidance for users: {g}");
     }
     match outcome.resume_to_next_cell {
-        Some(d) => println!(
+        Some(d) => crate::say!(
             "  resume -> Running {:.2} s; resume -> next cell done {:.2} s",
             outcome.resume_to_running.as_secs_f64(),
             d.as_secs_f64()
         ),
-        None => println!(
+        None => crate::say!(
             "  resume -> Running {:.2} s",
             outcome.resume_to_running.as_secs_f64()
         ),
     }
-    print!("{}", outcome.restore);
+    crate::output::say_text(&outcome.restore.to_string());
 }
 
 async fn verify(args: VerifyArgs) -> Result<i32, CommandError> {

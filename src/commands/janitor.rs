@@ -48,20 +48,20 @@ pub async fn janitor(args: JanitorArgs) -> Result<i32, CommandError> {
         .await
         .map_err(|source| CommandError::Target(target::TargetError::Nodes { source }))?;
     if entries.is_empty() && taints.is_empty() {
-        println!("nothing to remove in namespace {ns} or on the nodes");
+        crate::say!("nothing to remove in namespace {ns} or on the nodes");
         return Ok(crate::exit_code::SUCCESS);
     }
     if args.dry_run {
-        println!(
+        crate::say!(
             "would remove ({} objects, {} node taints):",
             entries.len(),
             taints.len()
         );
         for t in &taints {
-            println!("  {}", t.describe());
+            crate::say!("  {}", t.describe());
         }
         for e in &entries {
-            println!("  {}", e.describe());
+            crate::say!("  {}", e.describe());
         }
         return Ok(crate::exit_code::SUCCESS);
     }
@@ -71,7 +71,7 @@ pub async fn janitor(args: JanitorArgs) -> Result<i32, CommandError> {
     let mut leaked = false;
     for r in &results {
         leaked |= r.is_leak();
-        println!("  {:<60} {:?}", r.object, r.outcome);
+        crate::say!("  {:<60} {:?}", r.object, r.outcome);
     }
     Ok(if leaked {
         crate::exit_code::CLEANUP_LEAK

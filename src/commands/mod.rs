@@ -74,7 +74,10 @@ impl CommandError {
             CommandError::Target(_) | CommandError::Runtime(_) => exit_code::TARGET,
             // A port in use is the caller's to change, not a bug in wsgate.
             CommandError::Sim(SimError::Bind { .. }) => exit_code::USAGE,
-            CommandError::Sim(_) | CommandError::Io { .. } => exit_code::INTERNAL,
+            CommandError::Sim(_) => exit_code::INTERNAL,
+            // A temporary directory or a file that cannot be written is the machine's, not a
+            // bug in wsgate.
+            CommandError::Io { .. } => exit_code::OUTPUT,
             CommandError::Probe(e) => e.exit_code(),
             CommandError::Trial(e) => e.exit_code(),
             CommandError::GateState(_) => exit_code::USAGE,

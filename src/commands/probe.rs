@@ -147,7 +147,7 @@ async fn run_mark(args: &ProbeArgs) -> Result<i32, ProbeError> {
     };
     state.write(&args.state)?;
     let k = before.kernel.as_ref();
-    println!(
+    crate::say!(
         "marked kernel {kernel_id} at {} (pid {}, execution count {}, model {}{}); state written to {}",
         client.base_url(),
         k.map(|k| k.pid).unwrap_or_default(),
@@ -162,7 +162,7 @@ async fn run_mark(args: &ProbeArgs) -> Result<i32, ProbeError> {
         args.state.display()
     );
     for note in &before.notes {
-        println!("note: {note}");
+        crate::say!("note: {note}");
     }
     Ok(exit_code::SUCCESS)
 }
@@ -196,19 +196,19 @@ async fn run_check(args: &ProbeArgs) -> Result<i32, ProbeError> {
             "before": state.before,
             "after": after,
         });
-        println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        crate::say!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
     } else {
-        println!(
+        crate::say!(
             "wsgate probe check: kernel {kernel_id} at {} (marked {}, model {})",
             client.base_url(),
             state.marked_at.to_rfc3339(),
             state.plan.model
         );
-        print!("{verdict}");
+        crate::output::say_text(&verdict.to_string());
         for note in &after.notes {
-            println!("note: {note}");
+            crate::say!("note: {note}");
         }
-        println!("exit code {} ({})", verdict.exit_code(), verdict.kind);
+        crate::say!("exit code {} ({})", verdict.exit_code(), verdict.kind);
     }
     Ok(verdict.exit_code())
 }

@@ -137,7 +137,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
         ..
     } = target;
     let ctx = run_context(client, sim.is_some(), cfg);
-    println!("run id: {}", ctx.run_id);
+    crate::say!("run id: {}", ctx.run_id);
     let started_at = chrono::Utc::now();
     let suite_options = crate::bdd::runner::SuiteOptions { features };
     let sampler = sample_gpus(ctx.client.clone());
@@ -235,7 +235,7 @@ fn features_to_run(
 async fn open_target(cfg: &mut config::Config) -> Result<Target, CommandError> {
     let target = Target::open(cfg, |_| {}).await?;
     match &target.sim {
-        Some(_) => println!(
+        Some(_) => crate::say!(
             "target: {}{}",
             target.words,
             if cfg.sim.enforce_rbac {
@@ -244,14 +244,14 @@ async fn open_target(cfg: &mut config::Config) -> Result<Target, CommandError> {
                 ""
             }
         ),
-        None => println!("target: cluster at {}", target.server),
+        None => crate::say!("target: cluster at {}", target.server),
     }
-    println!(
+    crate::say!(
         "namespace {:?} is opted in ({}=true)",
         cfg.target.namespace,
         target::OPT_IN_LABEL
     );
-    if let Err(e) = target.settle_options(cfg, &|l| println!("{l}")).await {
+    if let Err(e) = target.settle_options(cfg, &|l| crate::say!("{l}")).await {
         target.close().await;
         return Err(e);
     }
@@ -260,9 +260,12 @@ async fn open_target(cfg: &mut config::Config) -> Result<Target, CommandError> {
 
 /// The run's last lines: the counts, each leak, and why a run of no scenario fails.
 fn summarize(outcome: &crate::bdd::SuiteOutcome, cfg: &config::Config, source: &str) {
-    println!(
+    crate::say!(
         "{} scenarios: {} passed, {} failed, {} skipped",
-        outcome.scenarios, outcome.passed, outcome.failed, outcome.skipped
+        outcome.scenarios,
+        outcome.passed,
+        outcome.failed,
+        outcome.skipped
     );
     for leak in &outcome.leaks {
         eprintln!("leak: {leak}");
@@ -381,13 +384,13 @@ fn write_reports(
         exit_code,
         ..Default::default()
     };
-    print!("{}", crate::report::phase_table(&report));
+    crate::output::say_text(&crate::report::phase_table(&report));
     let mut secrets = vec![ctx.token.expose().to_string()];
     secrets.extend(sim.map(|s| s.token().to_string()));
     match crate::report::write_all(&report, &cfg.reports.dir, &Redactor::new(secrets)) {
         Ok(files) => {
             if let Some(first) = files.first().and_then(|f| f.parent()) {
-                println!("reports: {}/", first.display());
+                crate::say!("reports: {}/", first.display());
             }
         }
         Err(e) => eprintln!("warning: cannot write the reports: {e}"),

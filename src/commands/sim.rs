@@ -9,7 +9,7 @@ use crate::sim::{SimHandle, SimOptions};
 pub async fn sim(args: SimArgs) -> Result<i32, CommandError> {
     if args.prepare_runtime {
         let venv = crate::sim::runtime::venv::ensure_venv()?;
-        println!("simulator runtime ready: {}", venv.root.display());
+        crate::say!("simulator runtime ready: {}", venv.root.display());
         return Ok(exit_code::SUCCESS);
     }
     let mut options = SimOptions {
@@ -25,20 +25,20 @@ pub async fn sim(args: SimArgs) -> Result<i32, CommandError> {
     }
     let sim = SimHandle::start(options).await?;
     sim.write_kubeconfig(&args.kubeconfig)?;
-    println!(
+    crate::say!(
         "wsgate simulator (not a real cluster) listening on {}",
         sim.url()
     );
-    println!("kubeconfig: {}", args.kubeconfig.display());
-    println!(
+    crate::say!("kubeconfig: {}", args.kubeconfig.display());
+    crate::say!(
         "try: KUBECONFIG={} kubectl get namespaces",
         args.kubeconfig.display()
     );
-    println!("stop with Ctrl-C (SIGINT) or SIGTERM");
+    crate::say!("stop with Ctrl-C (SIGINT) or SIGTERM");
     tokio::select! {
         signal = interrupted() => {
             let signal = signal?;
-            println!("{signal}: shutting down the simulator");
+            crate::say!("{signal}: shutting down the simulator");
             sim.shutdown().await;
             Ok(exit_code::SUCCESS)
         }

@@ -43,7 +43,7 @@ fn say_route_once(route: &Route) {
     let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
     if !said.contains(&kind) {
         said.push(kind);
-        println!("session: {}", route.describe());
+        crate::say!("session: {}", route.describe());
     }
 }
 

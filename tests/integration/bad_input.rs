@@ -854,3 +854,167 @@ async fn bad_input_against_a_shared_cluster_changes_nothing() {
         );
     }
 }
+
+/// A command that creates objects never stops half-way because of its output: `drill`
+/// piped into a reader that has gone (`| true`, as `| head -1` after a line) or writing to
+/// a full disk goes on, cleans up and exits with its own code; the cluster is as it was.
+/// Before `say!`, the first progress line after the token Secret and the squeeze quota
+/// ended the process and left both behind.
+#[tokio::test]
+async fn a_closed_pipe_or_a_full_disk_never_stops_a_drill_before_it_cleans_up() {
+    let sim = crate::common::start_platform(|_| {}).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kc = dir.path().join("kc.yaml");
+    sim.write_kubeconfig(&kc).unwrap();
+    // Events are the platform's record of what happened and WorkspaceKinds carry the
+    // platform's own counts of Workspaces: neither is wsgate's. Everything else must be as
+    // it was after a first drill whose output is read (the add-on's IPC ConfigMap, made for
+    // the namespace's first snapshot-enabled Workspace, is there from then on).
+    let lasting = |sim: &wsgate::sim::SimHandle| {
+        let mut w = world(sim);
+        w.retain(|k, _| !k.starts_with("Event ") && !k.starts_with("WorkspaceKind "));
+        w
+    };
+    let mut before = lasting(&sim);
+    let bin = env!("CARGO_BIN_EXE_wsgate");
+    for (what, redirect) in [
+        ("a first drill whose output is read", "> /dev/null"),
+        ("a closed pipe", "| true"),
+        ("a full disk", "> /dev/full"),
+    ] {
+        let script = format!(
+            "'{bin}' drill --target cluster --kubeconfig '{kc}' --namespace wsgate-test \
+             --workspaces 2 --gpus 1 --sample 0 --set 'reports.dir={reports}' {redirect}; \
+             echo \"code=${{PIPESTATUS[0]}}\" >&2",
+            kc = kc.display(),
+            reports = dir.path().join("reports").display(),
+        );
+        let o = tokio::task::spawn_blocking(move || {
+            crate::common::within(crate::common::COMMAND_LIMIT_S, "bash")
+                .args(["-c", &script])
+                .output()
+                .expect("bash runs")
+        })
+        .await
+        .unwrap();
+        let out = text(&o);
+        assert!(out.contains("code=0"), "{what}: {out}");
+        assert!(!out.contains("panicked"), "{what}: {out}");
+        if redirect.contains("full") {
+            assert!(
+                out.contains("cannot write to standard output"),
+                "{what}: {out}"
+            );
+        }
+        let after = lasting(&sim);
+        if redirect == "> /dev/null" {
+            before = after;
+            continue;
+        }
+        assert_eq!(changes(&before, &after), Vec::<String>::new(), "{what}");
+    }
+}
+
+/// A negative number is a value the flag refuses with its range, not an unknown flag
+/// (`unexpected argument '-5' found`), for every flag that takes a number or a duration.
+#[test]
+fn negative_numbers_are_values_refused_with_their_range() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["cost", "--idle-periods", "-5h", "r.json"],
+            "`-5h` is not a duration",
+        ),
+        (
+            &[
+                "probe",
+                "mark",
+                "--url",
+                "http://127.0.0.1:9",
+                "--state",
+                "s",
+                "--connect-budget",
+                "-5s",
+            ],
+            "`-5s` is not a duration",
+        ),
+        (
+            &[
+                "probe",
+                "mark",
+                "--url",
+                "http://127.0.0.1:9",
+                "--state",
+                "s",
+                "--cell-budget",
+                "-1",
+            ],
+            "`-1` is not a duration",
+        ),
+        (
+            &[
+                "probe",
+                "mark",
+                "--url",
+                "http://127.0.0.1:9",
+                "--state",
+                "s",
+                "--model-budget",
+                "-1m",
+            ],
+            "`-1m` is not a duration",
+        ),
+        (
+            &[
+                "report",
+                "--compare",
+                "a.json",
+                "b.json",
+                "--threshold",
+                "-5",
+            ],
+            "\"-5\" is not a non-negative number",
+        ),
+        (
+            &[
+                "report",
+                "--compare",
+                "a.json",
+                "b.json",
+                "--min-delta",
+                "-5",
+            ],
+            "\"-5\" is not a non-negative number",
+        ),
+        (&["sim", "--port", "-1"], "-1 is not a port"),
+        (&["sim", "--port", "70000"], "70000 is not a port"),
+        (&["drill", "--workspaces", "-3"], "-3 is not a whole number"),
+        (&["drill", "--sample", "-1"], "-1 is not a whole number"),
+        (&["drill", "--gpus", "-1"], "-1 is not in"),
+        (
+            &["gate", "prepare", "--expires-in-hours", "-1"],
+            "--expires-in-hours",
+        ),
+    ];
+    for (args, says) in cases {
+        let o = wsgate_within(30, args, &[]);
+        assert_code(&o, wsgate::exit_code::USAGE, says);
+        assert!(
+            !text(&o).contains("unexpected argument"),
+            "{args:?}: {}",
+            text(&o)
+        );
+    }
+}
+
+/// A temporary directory that cannot be written is the machine's trouble, said with the
+/// path and exit 74, not "a bug in wsgate" (70).
+#[test]
+fn a_temporary_directory_that_cannot_be_written_is_not_a_bug() {
+    let o = wsgate_within(60, &["run"], &[("TMPDIR", "/nonexistent/wsgate-tmp")]);
+    assert_code(
+        &o,
+        wsgate::exit_code::OUTPUT,
+        "cannot write the shipped features to a temporary directory",
+    );
+    assert!(text(&o).contains("/nonexistent/wsgate-tmp"), "{}", text(&o));
+}

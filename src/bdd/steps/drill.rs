@@ -34,7 +34,7 @@ async fn run(w: &mut WsWorld, workspaces: usize, gpus: u32, sample: usize) -> St
     let result = {
         let lines = std::sync::Mutex::new(&mut lines);
         let say = |l: &str| {
-            println!("    drill: {l}");
+            crate::say!("    drill: {l}");
             if let Ok(mut v) = lines.lock() {
                 v.push(format!("drill: {l}"));
             }
@@ -45,7 +45,7 @@ async fn run(w: &mut WsWorld, workspaces: usize, gpus: u32, sample: usize) -> St
     w.log.extend(lines);
     let report = result.map_err(|e| e.to_string())?;
     for line in report.table().lines() {
-        println!("    {line}");
+        crate::say!("    {line}");
     }
     w.drill = Some(report);
     Ok(())

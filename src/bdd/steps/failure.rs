@@ -115,7 +115,7 @@ async fn pause_fails(w: &mut WsWorld) -> StepResult {
          ({:.1} GPU-seconds, and counting until the workspace is deleted)",
         held * gpus as f64
     );
-    println!("    {line}");
+    crate::say!("    {line}");
     w.log.push(line);
     Ok(())
 }

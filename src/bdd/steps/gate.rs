@@ -29,7 +29,7 @@ async fn prepare(w: &mut WsWorld) -> StepResult {
     let result = {
         let lines = std::sync::Mutex::new(&mut lines);
         let say = |l: &str| {
-            println!("    gate: {l}");
+            crate::say!("    gate: {l}");
             if let Ok(mut v) = lines.lock() {
                 v.push(format!("gate: {l}"));
             }
@@ -103,7 +103,7 @@ async fn verify(w: &mut WsWorld) -> StepResult {
     let result = {
         let lines = std::sync::Mutex::new(&mut lines);
         let say = |l: &str| {
-            println!("    gate: {l}");
+            crate::say!("    gate: {l}");
             if let Ok(mut v) = lines.lock() {
                 v.push(format!("gate: {l}"));
             }

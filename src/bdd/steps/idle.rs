@@ -132,7 +132,7 @@ async fn latency_recorded(w: &mut WsWorld) -> StepResult {
         get("idle_eligible_to_paused"),
     ) {
         (Some(pause), Some(paused)) => {
-            println!(
+            crate::say!(
                 "    idle eligible → pause {:.1} ms; idle eligible → Paused {:.1} ms",
                 pause.as_secs_f64() * 1000.0,
                 paused.as_secs_f64() * 1000.0
@@ -247,7 +247,7 @@ async fn not_paused(w: &mut WsWorld) -> StepResult {
 async fn activity_advanced(w: &mut WsWorld) -> StepResult {
     let r = busy(w)?;
     if r.advanced_past_threshold() {
-        println!(
+        crate::say!(
             "    lastActivity advanced {:.1} s while the cell ran (threshold {:.1} s)",
             r.advance().as_secs_f64(),
             r.threshold.as_secs_f64()

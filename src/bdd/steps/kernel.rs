@@ -202,7 +202,7 @@ async fn phases_recorded(w: &mut WsWorld) -> StepResult {
         }
     }
     for p in &phases {
-        println!(
+        crate::say!(
             "    phase {:<24} {:>9.1} ms",
             p.name,
             p.duration.as_secs_f64() * 1000.0
@@ -227,7 +227,7 @@ async fn next_cell_spacing(w: &mut WsWorld, ms: u64) -> StepResult {
     };
     let kernel_ms = kernel.as_secs_f64() * 1000.0;
     let cell_ms = cell.as_secs_f64() * 1000.0;
-    println!(
+    crate::say!(
         "    resume to kernel {kernel_ms:.1} ms; resume to next cell {cell_ms:.1} ms ({:.1} ms apart)",
         cell_ms - kernel_ms
     );
@@ -249,7 +249,7 @@ async fn recovery_recorded(w: &mut WsWorld) -> StepResult {
     let get = |n: &str| phases.iter().find(|p| p.name == n).map(|p| p.duration);
     match (get("resume_to_running"), get("resume_to_recovered")) {
         (Some(r), Some(c)) => {
-            println!(
+            crate::say!(
                 "    resume to Running {:.1} ms; resume to recovered work {:.1} ms",
                 r.as_secs_f64() * 1000.0,
                 c.as_secs_f64() * 1000.0

@@ -229,8 +229,8 @@ async fn reported_stuck(w: &mut WsWorld, budget: String) -> StepResult {
              they keep: neither an estimate nor a bucket listing"
         ));
     }
-    println!("    {summary}");
-    println!("    hint: {hint}");
+    crate::say!("    {summary}");
+    crate::say!("    hint: {hint}");
     w.log.push(format!("stuck after {hold:?}: {summary}"));
     w.log.push(format!("hint: {hint}"));
     w.snapshots_left = Some(left);
