@@ -168,3 +168,26 @@ async fn the_port_forward_permission_is_checked_as_session_connect_needs_it() {
     let all = checks(&client, &config(&[("session.connect", "port-forward")])).await;
     assert_eq!(named(&all, name).status, Status::Ok, "{all:#?}");
 }
+
+/// Without the add-on's Deployment (another install, or none) the tenant check cannot
+/// decide: it warns, says why and what to add, and does not fail the cluster.
+#[tokio::test]
+async fn without_the_addons_deployment_the_tenant_check_warns_with_the_fix() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let sim = start_platform(|p| p.addon.tenant_namespaces = vec!["team-a".into()]).await;
+    let client = sim.client().await.unwrap();
+    let (ns, name) = wsgate::platform::doctor::ADDON;
+    Api::<Deployment>::namespaced(client.clone(), ns)
+        .delete(name, &Default::default())
+        .await
+        .unwrap();
+    let all = checks(&client, &config(&[])).await;
+    let c = named(&all, "add-on tenant namespaces");
+    assert_eq!(c.status, Status::Warn, "{c:?}");
+    assert!(c.detail.contains("no add-on Deployment"), "{c:?}");
+    assert!(
+        c.fix.as_deref().unwrap_or("").contains("TENANT_NAMESPACES"),
+        "{c:?}"
+    );
+    sim.shutdown().await;
+}

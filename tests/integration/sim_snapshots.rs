@@ -23,7 +23,8 @@ use kube::runtime::{reflector, watcher};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 use wsgate::platform::crd::{
-    PodSnapshot, PodSnapshotManualTrigger, PodSnapshotPolicy, Workspace, WorkspaceState,
+    PodSnapshot, PodSnapshotManualTrigger, PodSnapshotPolicy, Workspace, WorkspaceKind,
+    WorkspaceState,
 };
 use wsgate::sim::SimHandle;
 use wsgate::sim::faults::Fault;
@@ -1505,4 +1506,171 @@ async fn the_trigger_waits_out_the_settle_grace_after_the_pause_stamp() {
         .unwrap_or_else(|| panic!("AddonSettle imposed: {imposed:?}"));
     assert_eq!((settle.count, settle.total_ms), (1, 3000.0));
     wait_for(&a.ws, "settle", "Paused", in_state(WorkspaceState::Paused)).await;
+}
+
+/// A node pool of one GKE compute class (`cloud.google.com/compute-class`), as GKE labels
+/// the nodes it creates for the class.
+fn class_pool(name: &str, class: &str, gpus: u32) -> wsgate::sim::profile::NodePool {
+    let mut labels = std::collections::BTreeMap::new();
+    labels.insert(
+        "cloud.google.com/compute-class".to_string(),
+        class.to_string(),
+    );
+    wsgate::sim::profile::NodePool {
+        name: name.to_string(),
+        count: 1,
+        machine_type: "g2-standard-16".to_string(),
+        machine_series: "g2".to_string(),
+        cpu: "16".to_string(),
+        memory: "64Gi".to_string(),
+        accelerator: (gpus > 0).then(|| "nvidia-l4".to_string()),
+        gpus_per_node: gpus,
+        driver_version: (gpus > 0).then(|| "570.172.08".to_string()),
+        gvisor: true,
+        taints: if gpus > 0 {
+            vec![wsgate::sim::profile::Taint {
+                key: "nvidia.com/gpu".to_string(),
+                value: "present".to_string(),
+                effect: "NoSchedule".to_string(),
+            }]
+        } else {
+            Vec::new()
+        },
+        labels,
+    }
+}
+
+/// gVisor cannot host TPU devices (upstream webhook.go, `mutatePod`): a Workspace of a
+/// snapshot-enabled kind whose pod option asks for `google.com/tpu` runs without the
+/// sandbox, the readiness gate, the IPC config or a pin, and its pause goes through at
+/// once: no hold, no `checkpoint-state`, no trigger and no PodSnapshot.
+#[tokio::test]
+async fn a_tpu_workspace_of_an_enabled_kind_is_never_snapshotted() {
+    let sim = crate::common::start_platform(|p| {
+        p.node_pools
+            .push(class_pool("tpu", "tpu-v5-1-single-host", 0));
+    })
+    .await;
+    let a = apis(&sim).await;
+    let client = sim.client().await.unwrap();
+    // The resumable kind with the plain kind's tpu_1 option added (upstream's resumable kind
+    // has none; a platform team may add one).
+    let kinds: Api<WorkspaceKind> = Api::all(client.clone());
+    let mut kind = serde_json::to_value(kinds.get("jupyterlab-resumable").await.unwrap()).unwrap();
+    kind["metadata"] = json!({"name": "jupyterlab-resumable-tpu",
+        "annotations": kind["metadata"]["annotations"].clone()});
+    kind.as_object_mut().unwrap().remove("status");
+    kind["spec"]["podTemplate"]["options"]["podConfig"]["values"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"id": "tpu_1",
+            "spawner": {"displayName": "TPU v5 1x1", "description": "Pod with 1 TPU v5 lite chip"},
+            "spec": {"nodeSelector": {"cloud.google.com/compute-class": "tpu-v5-1-single-host"},
+                "resources": {"requests": {"cpu": "2", "memory": "4Gi"},
+                              "limits": {"cpu": "2", "memory": "4Gi", "google.com/tpu": "1"}}}}));
+    assert_eq!(
+        kind["metadata"]["annotations"]["podsnapshot.gke.kubeflow.org/enabled"], "true",
+        "a snapshot-enabled kind: {kind}"
+    );
+    let kind: WorkspaceKind = serde_json::from_value(kind).unwrap();
+    kinds.create(&PostParams::default(), &kind).await.unwrap();
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), NS);
+    let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "tpu-home"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    }))
+    .unwrap();
+    pvcs.create(&PostParams::default(), &pvc).await.unwrap();
+    let w: Workspace = serde_json::from_value(json!({
+        "metadata": {"name": "tpu"},
+        "spec": {"paused": false, "kind": "jupyterlab-resumable-tpu", "podTemplate": {
+            "volumes": {"home": "tpu-home"},
+            "options": {"imageConfig": "jupyterlab-cpu", "podConfig": "tpu_1"}}}
+    }))
+    .unwrap();
+    a.ws.create(&PostParams::default(), &w).await.unwrap();
+    wait_for(&a.ws, "tpu", "Running", in_state(WorkspaceState::Running)).await;
+    let pod = workspace_pod(&a, "tpu").await;
+    let spec = serde_json::to_value(pod.spec.as_ref().unwrap()).unwrap();
+    assert_eq!(
+        spec["containers"][0]["resources"]["limits"]["google.com/tpu"],
+        "1"
+    );
+    assert_eq!(spec.get("runtimeClassName"), None, "no gVisor: {spec}");
+    assert_eq!(spec.get("readinessGates"), None, "no gate: {spec}");
+    let volumes = spec["volumes"].to_string();
+    assert!(!volumes.contains("jupyter-ipc-config"), "{volumes}");
+    assert_eq!(ann(&pod, PS_NAME), None, "no pin");
+    assert_eq!(cond_of(&pod, GATE), None, "no active condition");
+
+    set_paused(&a, "tpu", true).await;
+    let held = a.ws.get("tpu").await.unwrap();
+    assert!(held.spec.paused, "the pause is not held");
+    assert_eq!(ann(&held, STATE), None);
+    assert_eq!(ann(&held, STARTED_AT), None);
+    wait_for(&a.ws, "tpu", "Paused", in_state(WorkspaceState::Paused)).await;
+    assert!(
+        a.triggers
+            .get_opt("ws-tpu-trigger")
+            .await
+            .unwrap()
+            .is_none(),
+        "no trigger"
+    );
+    assert!(
+        a.snaps
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty(),
+        "no PodSnapshot"
+    );
+    assert_eq!(
+        truth_count(&sim.truth().events(), Transition::CheckpointFinished),
+        0
+    );
+}
+
+/// The VS Code kind's `gpu_best_available` option selects the compute class
+/// `gpu-best-available`: on a cluster with that class its pod runs on a node of the class,
+/// with the GPU it asks for (the default profile has no such nodes, so there it is Pending).
+#[tokio::test]
+async fn a_gpu_best_available_workspace_runs_on_a_node_of_that_class() {
+    let sim = crate::common::start_platform(|p| {
+        p.node_pools
+            .push(class_pool("best", "gpu-best-available", 1));
+    })
+    .await;
+    let a = apis(&sim).await;
+    let client = sim.client().await.unwrap();
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), NS);
+    let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "vs-home"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    }))
+    .unwrap();
+    pvcs.create(&PostParams::default(), &pvc).await.unwrap();
+    let w: Workspace = serde_json::from_value(json!({
+        "metadata": {"name": "vs"},
+        "spec": {"paused": false, "kind": "codeserver", "podTemplate": {
+            "volumes": {"home": "vs-home"},
+            "options": {"imageConfig": "codeserver-python-gpu", "podConfig": "gpu_best_available"}}}
+    }))
+    .unwrap();
+    a.ws.create(&PostParams::default(), &w).await.unwrap();
+    wait_for(&a.ws, "vs", "Running", in_state(WorkspaceState::Running)).await;
+    let pod = workspace_pod(&a, "vs").await;
+    let node_name = pod.spec.as_ref().unwrap().node_name.clone().unwrap();
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client);
+    let node = nodes.get(&node_name).await.unwrap();
+    assert_eq!(
+        node.labels()
+            .get("cloud.google.com/compute-class")
+            .map(String::as_str),
+        Some("gpu-best-available"),
+        "{node_name}"
+    );
+    let limits = serde_json::to_value(&pod.spec.as_ref().unwrap().containers[0].resources).unwrap();
+    assert_eq!(limits["limits"]["nvidia.com/gpu"], "1", "{limits}");
 }
