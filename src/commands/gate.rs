@@ -118,6 +118,27 @@ fn print_outcome(outcome: &gate::GateOutcome) {
     crate::output::say_text(&outcome.restore.to_string());
 }
 
+/// `gate-verify.json` and `gate-verify.html` under `dir`, with the token redacted; a file
+/// that cannot be written is a warning (the verdict is already on stdout).
+fn write_results(
+    outcome: &gate::GateOutcome,
+    dir: &std::path::Path,
+    run_id: &str,
+    server: &str,
+    token: Option<String>,
+) {
+    let redactor = crate::report::Redactor::new(token.into_iter().collect());
+    match crate::report::write_json(outcome, dir, run_id, "gate-verify.json", &redactor) {
+        Ok(path) => say(&format!("result written to {}", path.display())),
+        Err(e) => eprintln!("warning: {e}"),
+    }
+    let page = outcome.html(run_id, &format!("the cluster at {server}"));
+    match crate::report::write_page(&page, dir, run_id, "gate-verify.html", &redactor) {
+        Ok(path) => say(&format!("page written to {}", path.display())),
+        Err(e) => eprintln!("warning: {e}"),
+    }
+}
+
 async fn verify(args: VerifyArgs) -> Result<i32, CommandError> {
     // Read the state first: a bad file is a usage error before anything is contacted.
     let state = GateState::read(&args.common.state)?;
@@ -177,18 +198,8 @@ async fn verify(args: VerifyArgs) -> Result<i32, CommandError> {
     };
     let outcome = verified?;
     print_outcome(&outcome);
-    let redactor =
-        crate::report::Redactor::new(token.map(|t| t.expose().to_string()).into_iter().collect());
-    let dir = &cfg.reports.dir;
-    match crate::report::write_json(&outcome, dir, &state.run_id, "gate-verify.json", &redactor) {
-        Ok(path) => say(&format!("result written to {}", path.display())),
-        Err(e) => eprintln!("warning: {e}"),
-    }
-    let page = outcome.html(&state.run_id, &format!("the cluster at {server}"));
-    match crate::report::write_page(&page, dir, &state.run_id, "gate-verify.html", &redactor) {
-        Ok(path) => say(&format!("page written to {}", path.display())),
-        Err(e) => eprintln!("warning: {e}"),
-    }
+    let token = token.map(|t| t.expose().to_string());
+    write_results(&outcome, &cfg.reports.dir, &state.run_id, &server, token);
     shell::say_cleanup(&outcome.cleanup);
     let leaks: Vec<_> = outcome.cleanup.iter().filter(|r| r.is_leak()).collect();
     let code = if args.require_restore && outcome.verdict == GateVerdict::SnapshotInvalidated {
