@@ -107,60 +107,33 @@ pub struct PauseRule {
 }
 
 /// A label selector (`matchLabels`, `matchExpressions`) against a label set; an empty
-/// selector matches everything, as `metav1.LabelSelectorAsSelector` does.
+/// selector matches everything, as `metav1.LabelSelectorAsSelector` does. The matching is
+/// kube-core's; the checks before it are the API server's `ValidateLabelSelectorRequirement`
+/// (In and NotIn need values, Exists and DoesNotExist take none), which kube-core leaves out.
 pub fn selector_matches(
     selector: &Value,
     labels: &BTreeMap<String, String>,
 ) -> Result<bool, String> {
-    let Some(obj) = selector.as_object() else {
-        return Err("a selector must be an object".into());
-    };
-    if let Some(ml) = obj.get("matchLabels") {
-        let ml = ml.as_object().ok_or("matchLabels must be an object")?;
-        for (k, v) in ml {
-            let v = v
-                .as_str()
-                .ok_or(format!("matchLabels[{k:?}] must be a string"))?;
-            if labels.get(k).map(String::as_str) != Some(v) {
-                return Ok(false);
-            }
-        }
-    }
-    for e in obj
-        .get("matchExpressions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let key = e
-            .get("key")
-            .and_then(Value::as_str)
-            .ok_or("a matchExpression needs a key")?;
-        let values: Vec<&str> = e
-            .get("values")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
-        let have = labels.get(key).map(String::as_str);
-        let ok = match e.get("operator").and_then(Value::as_str) {
-            Some("In") if !values.is_empty() => have.is_some_and(|h| values.contains(&h)),
-            Some("NotIn") if !values.is_empty() => have.is_none_or(|h| !values.contains(&h)),
-            Some("Exists") if values.is_empty() => have.is_some(),
-            Some("DoesNotExist") if values.is_empty() => have.is_none(),
-            Some(op @ ("In" | "NotIn" | "Exists" | "DoesNotExist")) => {
-                return Err(format!(
-                    "operator {op} with values {values:?} for key {key:?}"
-                ));
-            }
-            other => return Err(format!("unknown operator {other:?} for key {key:?}")),
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+    use kube::core::{Selector, SelectorExt};
+    let parsed: LabelSelector = serde_json::from_value(selector.clone())
+        .map_err(|e| format!("not a label selector: {e}"))?;
+    for e in parsed.match_expressions.iter().flatten() {
+        let values = e.values.as_deref().unwrap_or_default();
+        let fits = match e.operator.as_str() {
+            "In" | "NotIn" => !values.is_empty(),
+            "Exists" | "DoesNotExist" => values.is_empty(),
+            other => return Err(format!("unknown operator {other:?} for key {:?}", e.key)),
         };
-        if !ok {
-            return Ok(false);
+        if !fits {
+            return Err(format!(
+                "operator {} with values {values:?} for key {:?}",
+                e.operator, e.key
+            ));
         }
     }
-    Ok(true)
+    let selector = Selector::try_from(parsed).map_err(|e| e.to_string())?;
+    Ok(selector.matches(labels))
 }
 
 /// The spawner labels of podConfig option `pod_config`, or `None` if the kind lacks it;

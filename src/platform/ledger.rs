@@ -213,28 +213,22 @@ impl Ledger {
     ) -> Vec<CleanupResult> {
         let mut out = Vec::new();
         for t in &self.taints {
-            let outcome = if keep {
-                CleanupOutcome::Kept
-            } else {
-                remove_taint(client, claim, t, budget).await
+            let outcome = match keep {
+                true => CleanupOutcome::Kept,
+                false => remove_taint(client, claim, t, budget).await,
             };
-            out.push(CleanupResult {
-                object: t.describe(),
-                outcome,
-            });
+            out.push((t.describe(), outcome));
         }
         for e in self.entries.iter().rev() {
-            let outcome = if keep {
-                CleanupOutcome::Kept
-            } else {
-                delete_and_wait(client, claim, e, budget).await
+            let outcome = match keep {
+                true => CleanupOutcome::Kept,
+                false => delete_and_wait(client, claim, e, budget).await,
             };
-            out.push(CleanupResult {
-                object: e.describe(),
-                outcome,
-            });
+            out.push((e.describe(), outcome));
         }
-        out
+        out.into_iter()
+            .map(|(object, outcome)| CleanupResult { object, outcome })
+            .collect()
     }
 }
 

@@ -234,17 +234,7 @@ fn cleanup(out: &mut String, r: &RunReport) {
              file, or someone else's object of the same name):\n",
             refused.len()
         );
-        out.push_str("| Scenario | Object | Why |\n|---|---|---|\n");
-        for (c, why) in &refused {
-            let _ = writeln!(
-                out,
-                "| {} | `{}` | {} |",
-                md_cell(&c.scenario),
-                md_cell(&c.object),
-                md_cell(why)
-            );
-        }
-        out.push('\n');
+        object_table(out, refused.iter().map(|(c, why)| (*c, why.as_ref())));
     }
     if leaks.is_empty() {
         let _ = writeln!(
@@ -261,12 +251,22 @@ fn cleanup(out: &mut String, r: &RunReport) {
         leaks.len(),
         r.cleanup.len()
     );
+    object_table(
+        out,
+        leaks.into_iter().map(|c| match &c.outcome {
+            CleanupOutcome::Leaked(why) => (c, why.as_str()),
+            _ => (c, ""),
+        }),
+    );
+}
+
+/// A table of cleanup objects with why each is listed.
+fn object_table<'a>(
+    out: &mut String,
+    rows: impl Iterator<Item = (&'a super::model::CleanupEntry, &'a str)>,
+) {
     out.push_str("| Scenario | Object | Why |\n|---|---|---|\n");
-    for c in leaks {
-        let why = match &c.outcome {
-            CleanupOutcome::Leaked(why) => why.as_str(),
-            _ => "",
-        };
+    for (c, why) in rows {
         let _ = writeln!(
             out,
             "| {} | `{}` | {} |",

@@ -305,13 +305,7 @@ mod tests {
             .unwrap();
         assert!(!code.contains(hostile));
         assert!(!code.contains("boom"));
-        let blob = code
-            .split("b64decode(\"")
-            .nth(1)
-            .unwrap()
-            .split('"')
-            .next()
-            .unwrap();
+        let blob = blob_of(&code);
         assert!(
             blob.bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b"+/=".contains(&b))
@@ -326,6 +320,16 @@ mod tests {
         );
     }
 
+    /// The base64 parameters a rendered cell decodes.
+    fn blob_of(code: &str) -> &str {
+        code.split("b64decode(\"")
+            .nth(1)
+            .unwrap()
+            .split('"')
+            .next()
+            .unwrap()
+    }
+
     #[test]
     fn only_declared_params_are_passed_and_missing_ones_are_named() {
         let values: CellValues = [
@@ -337,13 +341,7 @@ mod tests {
         let code = template(Model::SimTiny, Cell::StoreMarker)
             .render(&values)
             .unwrap();
-        let blob = code
-            .split("b64decode(\"")
-            .nth(1)
-            .unwrap()
-            .split('"')
-            .next()
-            .unwrap();
+        let blob = blob_of(&code);
         assert_eq!(blob, encode_params(&json!({"nonce_hex": "00ff"})));
 
         let err = template(Model::SimTiny, Cell::LoadModel)

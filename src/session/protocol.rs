@@ -159,7 +159,7 @@ pub async fn mark(
         }
     }
     let kernel = kernel_evidence(&mut ch, kernel_id, plan, &values, budgets).await?;
-    let scan = disk_scan(&mut ch, plan, &values, budgets).await?;
+    let scan = evidence_cell::<DiskScan>(&mut ch, Cell::ScanDisk, plan, &values, budgets).await?;
     ch.close().await;
     let mut notes = Vec::new();
     let files_via_server = files_via_server(client, plan, None, &mut notes).await?;
@@ -249,9 +249,11 @@ pub async fn collect_evidence_stamped(
         stamps.kernel_answered = Some(Utc::now());
         let kernel = kernel_evidence(&mut ch, &asked_id, plan, &values, budgets).await?;
         stamps.first_cell_done = Some(Utc::now());
-        let scan = disk_scan(&mut ch, plan, &values, budgets).await?;
+        let scan =
+            evidence_cell::<DiskScan>(&mut ch, Cell::ScanDisk, plan, &values, budgets).await?;
         let recovery = if kernel.marker == MarkerObservation::Absent {
-            let r = recover(&mut ch, plan, &values, budgets).await?;
+            let r: RecoveryEvidence =
+                evidence_cell(&mut ch, Cell::RecoverCheckpoint, plan, &values, budgets).await?;
             if r.loaded {
                 stamps.recovery_done = Some(Utc::now());
             }
@@ -415,9 +417,7 @@ async fn kernel_evidence(
     budgets: &Budgets,
 ) -> Result<KernelEvidence, SessionError> {
     // The model hook re-runs the model (greedy generation for an LLM): the model budget.
-    let options = opts(&budgets.model, Cell::CheckMarker).no_history();
-    let value = run_cell(ch, plan.model, Cell::CheckMarker, values, options).await?;
-    let r: KernelReport = decode(Cell::CheckMarker, value)?;
+    let r: KernelReport = evidence_cell(ch, Cell::CheckMarker, plan, values, budgets).await?;
     Ok(KernelEvidence {
         kernel_id: kernel_id.to_owned(),
         kernel_id_in_process: r.kernel_id_in_process,
@@ -434,28 +434,17 @@ async fn kernel_evidence(
     })
 }
 
-async fn disk_scan(
+/// Runs one of the evidence cells (under the model budget, out of the history) and decodes
+/// its JSON result.
+async fn evidence_cell<T: serde::de::DeserializeOwned>(
     ch: &mut KernelChannel,
+    cell: Cell,
     plan: &MarkerPlan,
     values: &CellValues,
     budgets: &Budgets,
-) -> Result<DiskScan, SessionError> {
-    let options = opts(&budgets.model, Cell::ScanDisk).no_history();
-    decode(
-        Cell::ScanDisk,
-        run_cell(ch, plan.model, Cell::ScanDisk, values, options).await?,
-    )
-}
-
-async fn recover(
-    ch: &mut KernelChannel,
-    plan: &MarkerPlan,
-    values: &CellValues,
-    budgets: &Budgets,
-) -> Result<RecoveryEvidence, SessionError> {
-    let options = opts(&budgets.model, Cell::RecoverCheckpoint).no_history();
-    let value = run_cell(ch, plan.model, Cell::RecoverCheckpoint, values, options).await?;
-    decode(Cell::RecoverCheckpoint, value)
+) -> Result<T, SessionError> {
+    let options = opts(&budgets.model, cell).no_history();
+    decode(cell, run_cell(ch, plan.model, cell, values, options).await?)
 }
 
 async fn files_via_server(

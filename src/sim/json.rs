@@ -71,21 +71,27 @@ pub fn condition_status<'a>(obj: &'a Value, type_: &str) -> Option<&'a str> {
 /// Sets (or replaces) a condition of a custom resource (no `lastProbeTime`, unlike pods);
 /// the transition time moves only when the status changes.
 pub fn set_cr_condition(obj: &mut Value, type_: &str, status: &str, reason: &str, message: &str) {
+    let cond = json!({"type": type_, "status": status, "reason": reason,
+        "message": message, "lastTransitionTime": now_rfc3339()});
+    upsert_condition(obj, cond);
+}
+
+/// Puts `cond` into `status.conditions` (made when missing), replacing the condition of
+/// its type; while the status stays the same the old `lastTransitionTime` is kept.
+pub fn upsert_condition(obj: &mut Value, mut cond: Value) {
     if !obj
         .pointer("/status/conditions")
         .is_some_and(Value::is_array)
     {
         obj["status"]["conditions"] = json!([]);
     }
-    let now = now_rfc3339();
     let conds = obj["status"]["conditions"]
         .as_array_mut()
         .expect("conditions is an array");
-    let mut cond = json!({"type": type_, "status": status, "reason": reason,
-        "message": message, "lastTransitionTime": now});
-    match conds.iter_mut().find(|c| str_at(c, "/type") == Some(type_)) {
+    let type_ = cond["type"].clone();
+    match conds.iter_mut().find(|c| c["type"] == type_) {
         Some(existing) => {
-            if str_at(existing, "/status") == Some(status) {
+            if existing["status"] == cond["status"] {
                 cond["lastTransitionTime"] = existing["lastTransitionTime"].clone();
             }
             *existing = cond;

@@ -30,19 +30,13 @@ async fn run(w: &mut WsWorld, workspaces: usize, gpus: u32, sample: usize) -> St
         labels: w.ctx.labels(),
         token: w.ctx.token.clone(),
     };
-    let mut lines = Vec::new();
+    let progress = super::Progress::new("drill");
+    let say = |l: &str| progress.say(l);
     let result = {
-        let lines = std::sync::Mutex::new(&mut lines);
-        let say = |l: &str| {
-            crate::say!("    drill: {l}");
-            if let Ok(mut v) = lines.lock() {
-                v.push(format!("drill: {l}"));
-            }
-        };
         let (client, config) = (w.ctx.client.clone(), w.ctx.config.clone());
         drill::run(&client, &config, &plan, &mut w.ledger, &say).await
     };
-    w.log.extend(lines);
+    w.log.extend(progress.into_lines());
     let report = result.map_err(|e| e.to_string())?;
     for line in report.table().lines() {
         crate::say!("    {line}");

@@ -25,18 +25,10 @@ async fn prepare(w: &mut WsWorld) -> StepResult {
         server: "(the run's target)".into(),
         token: w.ctx.token.clone(),
     };
-    let mut lines = Vec::new();
-    let result = {
-        let lines = std::sync::Mutex::new(&mut lines);
-        let say = |l: &str| {
-            crate::say!("    gate: {l}");
-            if let Ok(mut v) = lines.lock() {
-                v.push(format!("gate: {l}"));
-            }
-        };
-        gate::prepare(&w.ctx.client, &w.ctx.config, &opts, &say).await
-    };
-    w.log.extend(lines);
+    let progress = super::Progress::new("gate");
+    let say = |l: &str| progress.say(l);
+    let result = gate::prepare(&w.ctx.client, &w.ctx.config, &opts, &say).await;
+    w.log.extend(progress.into_lines());
     let state = result.map_err(|e| e.to_string())?;
     // Until verify removes them, the scenario's cleanup owns what prepare created.
     w.ledger
@@ -99,25 +91,11 @@ async fn invalidate(w: &mut WsWorld) -> StepResult {
 #[when(expr = "the release gate is verified from its state file")]
 async fn verify(w: &mut WsWorld) -> StepResult {
     let state = prepared(w)?;
-    let mut lines = Vec::new();
-    let result = {
-        let lines = std::sync::Mutex::new(&mut lines);
-        let say = |l: &str| {
-            crate::say!("    gate: {l}");
-            if let Ok(mut v) = lines.lock() {
-                v.push(format!("gate: {l}"));
-            }
-        };
-        gate::verify(
-            &w.ctx.client,
-            &w.ctx.config,
-            &state,
-            VerifyOptions::default(),
-            &say,
-        )
-        .await
-    };
-    w.log.extend(lines);
+    let progress = super::Progress::new("gate");
+    let say = |l: &str| progress.say(l);
+    let options = VerifyOptions::default();
+    let result = gate::verify(&w.ctx.client, &w.ctx.config, &state, options, &say).await;
+    w.log.extend(progress.into_lines());
     let outcome = result.map_err(|e| e.to_string())?;
     w.verdict = Some(outcome.restore.clone());
     w.gate_outcome = Some(outcome);

@@ -14,14 +14,8 @@ pub fn record(
     message: &str,
     component: &str,
 ) {
-    let ns = involved
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str)
-        .unwrap_or("default");
-    let name = involved
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("");
+    let ns = crate::sim::json::str_at(involved, "/metadata/namespace").unwrap_or("default");
+    let name = crate::sim::json::name_of(involved);
     let now = now_rfc3339();
     let ev = json!({
         "metadata": {"name": format!("{name}.{}", random_suffix()), "namespace": ns},

@@ -377,7 +377,7 @@ fn schedule_one(ctx: &Ctx, key: &ObjKey, cluster: &mut Cluster) {
     }
 }
 
-/// Sets (or replaces) a pod condition.
+/// Sets (or replaces) a pod condition (with `lastProbeTime`, as the kubelet writes them).
 pub fn set_condition(
     pod: &mut Value,
     type_: &str,
@@ -386,15 +386,6 @@ pub fn set_condition(
     message: Option<&str>,
     now: &str,
 ) {
-    if !pod
-        .pointer("/status/conditions")
-        .is_some_and(Value::is_array)
-    {
-        pod["status"]["conditions"] = json!([]);
-    }
-    let conds = pod["status"]["conditions"]
-        .as_array_mut()
-        .expect("conditions is an array");
     let mut cond =
         json!({"type": type_, "status": status, "lastProbeTime": null, "lastTransitionTime": now});
     if let Some(r) = reason {
@@ -403,15 +394,7 @@ pub fn set_condition(
     if let Some(m) = message {
         cond["message"] = json!(m);
     }
-    match conds.iter_mut().find(|c| str_at(c, "/type") == Some(type_)) {
-        Some(existing) => {
-            if str_at(existing, "/status") == Some(status) {
-                cond["lastTransitionTime"] = existing["lastTransitionTime"].clone();
-            }
-            *existing = cond;
-        }
-        None => conds.push(cond),
-    }
+    crate::sim::json::upsert_condition(pod, cond);
 }
 
 #[cfg(test)]

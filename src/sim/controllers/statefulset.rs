@@ -77,17 +77,12 @@ impl Reconciler for StatefulSetController {
         let mut next = Next::Done;
         // Scale down: delete the highest ordinals beyond the replica count.
         for p in &owned {
-            let name = p
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or("");
+            let name = crate::sim::json::name_of(p);
             let ordinal = name
                 .rsplit('-')
                 .next()
                 .and_then(|o| o.parse::<usize>().ok());
-            if ordinal.is_some_and(|o| o >= replicas)
-                && p.pointer("/metadata/deletionTimestamp").is_none()
-            {
+            if ordinal.is_some_and(|o| o >= replicas) && !crate::sim::json::is_deleting(p) {
                 let _ = ctx
                     .store
                     .delete(pods, key.ns(), name, &DeleteOptions::default());

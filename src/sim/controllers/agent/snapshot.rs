@@ -73,19 +73,16 @@ impl Agent {
         match job.outcome {
             Outcome::Hang => {
                 // A hung checkpoint stays AwaitingCheckpoint, with an InProgress condition.
-                let _ = ctx
-                    .store
-                    .modify(key.kind, key.ns(), &key.name, true, false, |cur| {
-                        let mut c = cur.clone();
-                        set_cr_condition(
-                            &mut c,
-                            "InProgress",
-                            "True",
-                            "AwaitingCheckpoint",
-                            "the checkpoint upload has not completed",
-                        );
-                        Ok(c)
-                    });
+                set_snapshot_conditions(
+                    ctx,
+                    key,
+                    &[(
+                        "InProgress",
+                        "True",
+                        "AwaitingCheckpoint",
+                        "the checkpoint upload has not completed",
+                    )],
+                );
                 self.inflight().remove(&uid);
             }
             Outcome::Fail => {
@@ -108,33 +105,21 @@ impl Agent {
                     );
                     return Next::Done;
                 }
-                let _ = ctx
-                    .store
-                    .modify(key.kind, key.ns(), &key.name, true, false, |cur| {
-                        let mut c = cur.clone();
-                        set_cr_condition(
-                            &mut c,
-                            "Checkpoint",
-                            "True",
-                            "Succeeded",
-                            "checkpoint completed",
-                        );
-                        set_cr_condition(
-                            &mut c,
-                            "StorageReplicated",
-                            "True",
-                            "Succeeded",
-                            &format!("snapshot stored at {}", job.location.url()),
-                        );
-                        set_cr_condition(
-                            &mut c,
+                let stored = format!("snapshot stored at {}", job.location.url());
+                set_snapshot_conditions(
+                    ctx,
+                    key,
+                    &[
+                        ("Checkpoint", "True", "Succeeded", "checkpoint completed"),
+                        ("StorageReplicated", "True", "Succeeded", &stored),
+                        (
                             "Ready",
                             "True",
                             "AllSnapshotsAvailable",
                             "all snapshots are available",
-                        );
-                        Ok(c)
-                    });
+                        ),
+                    ],
+                );
                 let now = now_rfc3339_ms();
                 let _ = ctx
                     .store
@@ -171,14 +156,14 @@ impl Agent {
 
     pub(super) fn fail_checkpoint(&self, ctx: &Ctx, key: &ObjKey, job: &InFlight, message: &str) {
         let ns = key.namespace.as_str();
-        let _ = ctx
-            .store
-            .modify(key.kind, key.ns(), &key.name, true, false, |cur| {
-                let mut c = cur.clone();
-                set_cr_condition(&mut c, "Checkpoint", "False", "Failed", message);
-                set_cr_condition(&mut c, "Ready", "False", "Failed", message);
-                Ok(c)
-            });
+        set_snapshot_conditions(
+            ctx,
+            key,
+            &[
+                ("Checkpoint", "False", "Failed", message),
+                ("Ready", "False", "Failed", message),
+            ],
+        );
         set_triggered(ctx, &job.trigger(ns), "False", "Failed", message, None);
         ctx.truth.record(
             Transition::CheckpointFailed,
@@ -193,6 +178,19 @@ impl Agent {
             ctx.pods.drop_image(&job.location.snapshot_uid);
         }
     }
+}
+
+/// Writes conditions (type, status, reason, message) into a PodSnapshot's status.
+fn set_snapshot_conditions(ctx: &Ctx, key: &ObjKey, conditions: &[(&str, &str, &str, &str)]) {
+    let _ = ctx
+        .store
+        .modify(key.kind, key.ns(), &key.name, true, false, |cur| {
+            let mut c = cur.clone();
+            for (type_, status, reason, message) in conditions {
+                set_cr_condition(&mut c, type_, status, reason, message);
+            }
+            Ok(c)
+        });
 }
 
 /// `postCheckpoint: stop`: the checkpointed pod ends `Completed` (phase `Succeeded`).
