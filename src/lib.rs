@@ -9,7 +9,8 @@
 //!   subcommand (`probe` included), opening the target through `commands::shell` and
 //!   mapping outcomes to exit codes; [`bdd`]: the cucumber World and the suite's
 //!   step definitions (glue only). [`exit_code`]: the one table from outcome to exit code;
-//!   [`output`]: standard output that may close (a pipe to `head`, a full disk).
+//!   [`output`]: standard output that may close (a pipe to `head`, a full disk), and
+//!   `say!`, which every command that creates objects prints with.
 //! - [`gate`]: the release gate (prepare before an upgrade, verify after it); [`drill`]: the
 //!   capacity-contention drill. Both, like the suite's steps, are callers of [`trial`].
 //! - [`trial`]: the pause/resume trial as typed steps (create -> Running -> mark -> pause ->
@@ -23,7 +24,8 @@
 //!   marks and the phases between them. [`cost`]: pure: GPU-hour accounting and
 //!   idle-threshold break-even from reports.
 //! - [`report`]: the versioned report model and its writers (JUnit, JSON, Markdown, HTML).
-//! - [`sim`]: the embedded simulator, beside the harness; the harness never imports it.
+//! - [`sim`]: the embedded simulator, beside the harness: only [`commands`] starts it; it
+//!   shares with the harness only the platform's names and the RBAC model.
 
 pub mod bdd;
 pub mod cli;

@@ -12,7 +12,7 @@ pub async fn doctor(args: DoctorArgs) -> Result<i32, CommandError> {
     let retry = crate::platform::retry::RetryPolicy::from_config(&cfg.api);
     let (client, sim) = match cfg.target.kind {
         TargetKind::Sim => {
-            let sim = super::run::start_simulator_with(&cfg, |_| {}).await?;
+            let sim = super::shell::start_simulator_with(&cfg, |_| {}).await?;
             eprintln!(
                 "target: the embedded simulator at {} (not a real cluster; name one with --target cluster)",
                 sim.url()

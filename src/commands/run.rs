@@ -8,7 +8,7 @@ use super::shell::Target;
 use crate::cli::{KeepArg, RunArgs};
 use crate::config::{self, LoadRequest, Override, Resolved, TargetKind};
 use crate::platform::target;
-use crate::sim::{SimHandle, SimOptions};
+use crate::sim::SimHandle;
 
 fn overrides(args: &RunArgs) -> Result<Vec<Override>, CommandError> {
     let mut out = args.target.overrides();
@@ -433,30 +433,6 @@ async fn stop_sampler(sampler: GpuSampler) -> Vec<crate::report::GpuSample> {
     sampler.task.abort();
     let _ = sampler.task.await;
     std::mem::take(&mut *sampler.samples.lock().unwrap_or_else(|e| e.into_inner()))
-}
-
-/// Starts the embedded simulator from the configured profile and runtime, after `edit`.
-pub(crate) async fn start_simulator_with(
-    cfg: &crate::config::Config,
-    edit: impl FnOnce(&mut crate::sim::profile::SimProfile),
-) -> Result<SimHandle, CommandError> {
-    let mut profile = crate::sim::profile::SimProfile::load(&cfg.sim.profile)
-        .map_err(|e| CommandError::SimProfile(e.to_string()))?;
-    profile.runtime.kind = match cfg.sim.runtime {
-        crate::config::SimRuntime::Jupyter => crate::sim::profile::RuntimeKind::Jupyter,
-        crate::config::SimRuntime::None => crate::sim::profile::RuntimeKind::None,
-    };
-    if cfg.sim.enforce_rbac {
-        profile.rbac.enforce = crate::sim::profile::RbacEnforce::Deploy;
-        // deploy/components/port-forward, which such a harness is deployed with.
-        profile.rbac.port_forward = cfg.session.connect != crate::config::SessionConnect::PodIp;
-    }
-    edit(&mut profile);
-    let mut opts = SimOptions::with_platform();
-    if let Some(p) = opts.platform.as_mut() {
-        p.profile = profile;
-    }
-    Ok(SimHandle::start(opts).await?)
 }
 
 pub(crate) fn random_hex(bytes: usize) -> String {

@@ -37,7 +37,7 @@ impl Target {
         let retry = crate::platform::retry::RetryPolicy::from_config(&cfg.api);
         let (client, sim, server) = match cfg.target.kind {
             TargetKind::Sim => {
-                let sim = super::run::start_simulator_with(cfg, edit).await?;
+                let sim = start_simulator_with(cfg, edit).await?;
                 let url = sim.url();
                 let client = match sim.config().await {
                     Ok(kc) => target::connect(kc, retry).await.map_err(CommandError::from),
@@ -131,4 +131,28 @@ pub fn say_cleanup(results: &[CleanupResult]) {
             _ => {}
         }
     }
+}
+
+/// Starts the embedded simulator from the configured profile and runtime, after `edit`.
+pub(crate) async fn start_simulator_with(
+    cfg: &crate::config::Config,
+    edit: impl FnOnce(&mut crate::sim::profile::SimProfile),
+) -> Result<crate::sim::SimHandle, CommandError> {
+    let mut profile = crate::sim::profile::SimProfile::load(&cfg.sim.profile)
+        .map_err(|e| CommandError::SimProfile(e.to_string()))?;
+    profile.runtime.kind = match cfg.sim.runtime {
+        crate::config::SimRuntime::Jupyter => crate::sim::profile::RuntimeKind::Jupyter,
+        crate::config::SimRuntime::None => crate::sim::profile::RuntimeKind::None,
+    };
+    if cfg.sim.enforce_rbac {
+        profile.rbac.enforce = crate::sim::profile::RbacEnforce::Deploy;
+        // deploy/components/port-forward, which such a harness is deployed with.
+        profile.rbac.port_forward = cfg.session.connect != crate::config::SessionConnect::PodIp;
+    }
+    edit(&mut profile);
+    let mut opts = crate::sim::SimOptions::with_platform();
+    if let Some(p) = opts.platform.as_mut() {
+        p.profile = profile;
+    }
+    Ok(crate::sim::SimHandle::start(opts).await?)
 }

@@ -16,12 +16,7 @@ use tracing::Instrument;
 use super::ownership::{self, Claim, NotOurs};
 use super::taint::NodeTaint;
 
-/// Label: the run that created an object.
-pub const RUN_ID_LABEL: &str = "wsgate.dev/run-id";
-/// Label: when the janitor may remove the object (UTC epoch seconds).
-pub const EXPIRES_LABEL: &str = "wsgate.dev/expires";
-/// Label: who manages the object.
-pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "wsgate");
+pub use super::names::{EXPIRES_LABEL, MANAGED_BY, RUN_ID_LABEL};
 
 /// The labels every object a run creates carries.
 pub fn labels(run_id: &str, expires_at: chrono::DateTime<chrono::Utc>) -> BTreeMap<String, String> {

@@ -14,6 +14,8 @@ pub const WORKSPACE_LABEL: &str = "notebooks.kubeflow.org/workspace-name";
 pub const SNAPSHOT_ENABLED: &str = "podsnapshot.gke.kubeflow.org/enabled";
 /// The add-on's annotation that says where a pause stands (`Checkpointing`, `Ready` ...).
 pub const CHECKPOINT_STATE: &str = "podsnapshot.gke.kubeflow.org/checkpoint-state";
+/// The annotation on a WorkspaceKind or Workspace naming its PodSnapshotStorageConfig.
+pub const STORAGE_CONFIG_ANNOTATION: &str = "podsnapshot.gke.kubeflow.org/storage-config";
 /// The PodSnapshotStorageConfig the add-on uses by default.
 pub const STORAGE_CONFIG: &str = "kubeflow-pod-snapshot-storage-config";
 
@@ -37,3 +39,9 @@ pub const ACCELERATOR_LABEL: &str = "cloud.google.com/gke-accelerator";
 
 /// The label a namespace must carry before wsgate runs destructive steps in it.
 pub const OPT_IN_LABEL: &str = "wsgate.dev/test-namespace";
+/// Label: the run that created an object.
+pub const RUN_ID_LABEL: &str = "wsgate.dev/run-id";
+/// Label: when the janitor may remove the object (UTC epoch seconds).
+pub const EXPIRES_LABEL: &str = "wsgate.dev/expires";
+/// Label: who manages the object.
+pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "wsgate");

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use kube::api::ObjectMeta;
 
-use super::ledger::{EXPIRES_LABEL, MANAGED_BY, RUN_ID_LABEL};
+use super::names::{EXPIRES_LABEL, MANAGED_BY, RUN_ID_LABEL};
 use super::taint::{NodeTaint, SQUEEZE_TAINT};
 
 /// Longest run id: a squeeze taint's value is `<run-id>.<10-digit expiry>`, and a label

@@ -1,8 +1,9 @@
 //! The embedded simulator: a Kubernetes-API-compatible server (axum) over an in-memory
 //! object store, so the harness runs its real kube-rs and Jupyter code paths with no cluster.
 //!
-//! The harness never imports this module; only `wsgate sim`, `wsgate run` (when no cluster
-//! target is named) and the tests start it.
+//! The harness's layers never import this module; only the command shell (`wsgate sim`, and
+//! `run`, `drill`, `doctor` and `status` when no cluster target is named) and the tests
+//! start it.
 
 pub mod admission;
 pub mod api;

@@ -347,8 +347,7 @@ fn workspace_kind(name: &str, resumable: bool) -> Value {
     let mut annotations = json!({});
     if resumable {
         annotations[SNAPSHOT_ENABLED] = json!("true");
-        annotations[super::controllers::addon::webhook::STORAGE_CONFIG_ANNOTATION] =
-            json!(STORAGE_CONFIG);
+        annotations[crate::platform::names::STORAGE_CONFIG_ANNOTATION] = json!(STORAGE_CONFIG);
     }
     let prefix = "{{ httpPathPrefix \"jupyterlab\" }}";
     json!({

@@ -46,7 +46,7 @@ pub const CHECKPOINT_STARTED_AT: &str = "podsnapshot.gke.kubeflow.org/checkpoint
 /// The PodSnapshot the last pause produced.
 pub const LAST_CHECKPOINT_NAME: &str = "podsnapshot.gke.kubeflow.org/last-checkpoint-name";
 /// The per-Workspace storage config (default `kubeflow-pod-snapshot-storage-config`).
-pub const STORAGE_CONFIG_ANNOTATION: &str = "podsnapshot.gke.kubeflow.org/storage-config";
+pub use crate::platform::names::STORAGE_CONFIG_ANNOTATION;
 /// The pod readiness gate the add-on turns False to drain the Service during a checkpoint.
 pub const ACTIVE_GATE: &str = "podsnapshot.gke.kubeflow.org/active";
 /// The gate's (and `Ready`'s) reason and message while a checkpoint runs (upstream

@@ -14,8 +14,8 @@
 //! - The pod is frozen for the whole upload (its process becomes the snapshot's memory
 //!   image); with `postCheckpoint: stop` it ends `Completed`, with `resume` it thaws.
 //!
-//! By concern: [`trigger`] (a trigger starts a checkpoint), [`snapshot`] (the checkpoint in
-//! flight ends), [`finalizer`] (a deleted snapshot's objects go first), [`restore`] (which
+//! By concern: `trigger` (a trigger starts a checkpoint), `snapshot` (the checkpoint in
+//! flight ends), `finalizer` (a deleted snapshot's objects go first), [`restore`] (which
 //! snapshot a new pod restores from), [`retention`] (the policies' rules). This module keeps
 //! the controller itself and what they share.
 
@@ -27,11 +27,14 @@ mod trigger;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use serde_json::Value;
+use tokio::time::Instant;
 
 use super::{Ctx, Next, ObjKey, Reconciler, kind};
 use crate::platform::names::WORKSPACE_LABEL;
+use crate::sim::bucket::SnapshotLocation;
 use crate::sim::faults::{self, Fault};
 use crate::sim::json::{
     annotation, condition_status, is_deleting, label, name_of, now_rfc3339_ms, set_cr_condition,
@@ -42,7 +45,7 @@ use crate::sim::store::{Event, EventType};
 
 pub(crate) use finalizer::delete_snapshot;
 pub use restore::{RestorePlan, distilled_spec_hash, restore_plan, restore_plan_and_faults};
-use snapshot::InFlight;
+use trigger::TriggerRef;
 
 /// The pod annotation that pins the snapshot to restore from.
 pub const PS_NAME: &str = "podsnapshot.gke.io/ps-name";
@@ -136,6 +139,40 @@ pub(crate) fn storage_of_policy(ctx: &Ctx, policy: &Value) -> Result<(String, St
         .ok_or_else(|| format!("PodSnapshotStorageConfig {sc:?} names no bucket"))?;
     let path = str_at(&cfg, "/spec/snapshotStorageConfig/gcs/path").unwrap_or("");
     Ok((bucket.to_string(), path.to_string()))
+}
+
+/// How a checkpoint in flight will end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Outcome {
+    Succeed,
+    Fail,
+    Hang,
+}
+
+/// A checkpoint being uploaded.
+#[derive(Debug, Clone)]
+pub(super) struct InFlight {
+    started: Instant,
+    duration: Duration,
+    outcome: Outcome,
+    pod_uid: String,
+    pod_name: String,
+    node: String,
+    trigger_name: String,
+    trigger_uid: String,
+    resident_bytes: u64,
+    location: SnapshotLocation,
+    post_stop: bool,
+}
+
+impl InFlight {
+    fn trigger<'a>(&'a self, ns: &'a str) -> TriggerRef<'a> {
+        TriggerRef {
+            ns,
+            name: &self.trigger_name,
+            uid: &self.trigger_uid,
+        }
+    }
 }
 
 /// The agent: one controller over triggers, snapshots, policies and storage configs.

@@ -1,53 +1,15 @@
 //! A PodSnapshot's checkpoint in flight: the upload's outcome (Ready, failed, hung), the
 //! trigger completed or failed with it, and the pod thawed or completed afterwards.
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
-use tokio::time::Instant;
 
-use super::trigger::{TriggerRef, set_triggered};
-use super::{Agent, LAST_ACCESS};
-use crate::sim::bucket::SnapshotLocation;
+use super::trigger::set_triggered;
+use super::{Agent, InFlight, LAST_ACCESS, Outcome};
 use crate::sim::controllers::scheduler::set_condition;
 use crate::sim::controllers::{Ctx, Next, ObjKey, kind};
 use crate::sim::json::{is_deleting, now_rfc3339_ms, set_cr_condition, uid_of};
 use crate::sim::store::meta::now_rfc3339;
 use crate::sim::truth::{Imposed, Transition};
-
-/// How a checkpoint in flight will end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Outcome {
-    Succeed,
-    Fail,
-    Hang,
-}
-
-/// A checkpoint being uploaded.
-#[derive(Debug, Clone)]
-pub(super) struct InFlight {
-    pub(super) started: Instant,
-    pub(super) duration: Duration,
-    pub(super) outcome: Outcome,
-    pub(super) pod_uid: String,
-    pub(super) pod_name: String,
-    pub(super) node: String,
-    pub(super) trigger_name: String,
-    pub(super) trigger_uid: String,
-    pub(super) resident_bytes: u64,
-    pub(super) location: SnapshotLocation,
-    pub(super) post_stop: bool,
-}
-
-impl InFlight {
-    fn trigger<'a>(&'a self, ns: &'a str) -> TriggerRef<'a> {
-        TriggerRef {
-            ns,
-            name: &self.trigger_name,
-            uid: &self.trigger_uid,
-        }
-    }
-}
 
 impl Agent {
     pub(super) fn reconcile_snapshot(&self, ctx: &Ctx, key: &ObjKey) -> Next {

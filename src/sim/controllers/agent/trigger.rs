@@ -6,13 +6,13 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::snapshot::{InFlight, Outcome};
 use super::{
     Agent, CHECKPOINTED_AT, DRIVER_VERSION, FINALIZER, GPU_MODEL, LAST_ACCESS, MACHINE_SERIES,
     ORIGIN_POD, RESIDENT_BYTES, SOURCE_NODE, SPEC_HASH, TARGET_NODE, TRIGGER_UID,
     TRIGGER_UID_FIELD, TRIGGERED_BY, distilled_spec_hash, fault_on, grouping_labels,
     resident_bytes, selector_matches, storage_of_policy, workspace_of,
 };
+use super::{InFlight, Outcome};
 use crate::sim::bucket::SnapshotLocation;
 use crate::sim::controllers::scheduler::gpu_request;
 use crate::sim::controllers::{Ctx, Next, ObjKey, kind};
