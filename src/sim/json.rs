@@ -10,6 +10,22 @@ pub fn str_at<'a>(v: &'a Value, ptr: &str) -> Option<&'a str> {
     v.pointer(ptr).and_then(Value::as_str)
 }
 
+/// The value under `keys`, one object key after another (a key may hold `/`, as
+/// `nvidia.com/gpu` does, which a JSON pointer would have to escape).
+pub fn at_keys<'a>(v: &'a Value, keys: &[&str]) -> Option<&'a Value> {
+    keys.iter().try_fold(v, |v, key| v.get(key))
+}
+
+/// The string under `keys` (see [`at_keys`]).
+pub fn str_at_keys<'a>(v: &'a Value, keys: &[&str]) -> Option<&'a str> {
+    at_keys(v, keys).and_then(Value::as_str)
+}
+
+/// The integer under `keys` (see [`at_keys`]), or 0.
+pub fn int_at_keys(v: &Value, keys: &[&str]) -> i64 {
+    at_keys(v, keys).and_then(Value::as_i64).unwrap_or(0)
+}
+
 /// The string at JSON pointer `ptr`, or `""` when there is none.
 pub fn text_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
     str_at(v, ptr).unwrap_or("")

@@ -10,6 +10,7 @@
 use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::{Value, json};
 
+use crate::sim::json::{at_keys as at, int_at_keys as int_at, str_at_keys as str_at};
 use crate::sim::kinds::KindInfo;
 
 /// Whether the client asked for a Table (`Accept: application/json;as=Table;v=v1;g=meta.k8s.io,...`).
@@ -392,18 +393,6 @@ impl Printer {
             Printer::Plain | Printer::PlainCustom => vec![name, age],
         }
     }
-}
-
-fn at<'a>(obj: &'a Value, path: &[&str]) -> Option<&'a Value> {
-    path.iter().try_fold(obj, |v, key| v.get(key))
-}
-
-fn str_at<'a>(obj: &'a Value, path: &[&str]) -> Option<&'a str> {
-    at(obj, path).and_then(Value::as_str)
-}
-
-fn int_at(obj: &Value, path: &[&str]) -> i64 {
-    at(obj, path).and_then(Value::as_i64).unwrap_or(0)
 }
 
 fn map_len(v: Option<&Value>) -> usize {
