@@ -120,49 +120,42 @@ impl WorkspaceBoard {
         wf: &WaitFor,
     ) -> Result<Result<Seen, String>, WaitError> {
         let span = tracing::info_span!(super::wait::SPAN, on = "platform", phase = %wf.phase);
-        tracing::Instrument::instrument(self.state_within(name, uid, state, wf), span).await
-    }
-
-    async fn state_within(
-        &self,
-        name: &str,
-        uid: &str,
-        state: WorkspaceState,
-        wf: &WaitFor,
-    ) -> Result<Result<Seen, String>, WaitError> {
-        let deadline = Instant::now() + wf.budget;
-        loop {
-            let changed = self.watch.changed();
-            {
-                let shared = self.watch.shared();
-                if let Some(e) = shared.log.entries.get(name) {
-                    if let Some(other) = e.uid.as_deref().filter(|u| *u != uid) {
-                        return Ok(Err(other.to_owned()));
+        let wait = async {
+            let deadline = Instant::now() + wf.budget;
+            loop {
+                let changed = self.watch.changed();
+                {
+                    let shared = self.watch.shared();
+                    if let Some(e) = shared.log.entries.get(name) {
+                        if let Some(other) = e.uid.as_deref().filter(|u| *u != uid) {
+                            return Ok(Err(other.to_owned()));
+                        }
+                        if let Some(seen) = e.first.get(state) {
+                            return Ok(Ok(seen));
+                        }
                     }
-                    if let Some(seen) = e.first.get(state) {
-                        return Ok(Ok(seen));
+                    if shared.fatal.is_some() || Instant::now() >= deadline {
+                        return Err(WaitError::Budget {
+                            phase: wf.phase.clone(),
+                            budget: wf.budget,
+                            object: format!("workspace {name}"),
+                            what: wf.what.clone(),
+                            last_state: shared
+                                .log
+                                .entries
+                                .get(name)
+                                .map_or_else(|| "absent".to_owned(), |e| e.described.clone()),
+                            last_error: shared.fatal.clone().or_else(|| shared.last_error.clone()),
+                        });
                     }
                 }
-                if shared.fatal.is_some() || Instant::now() >= deadline {
-                    return Err(WaitError::Budget {
-                        phase: wf.phase.clone(),
-                        budget: wf.budget,
-                        object: format!("workspace {name}"),
-                        what: wf.what.clone(),
-                        last_state: shared
-                            .log
-                            .entries
-                            .get(name)
-                            .map_or_else(|| "absent".to_owned(), |e| e.described.clone()),
-                        last_error: shared.fatal.clone().or_else(|| shared.last_error.clone()),
-                    });
+                tokio::select! {
+                    _ = changed => {}
+                    _ = tokio::time::sleep_until(deadline) => {}
                 }
             }
-            tokio::select! {
-                _ = changed => {}
-                _ = tokio::time::sleep_until(deadline) => {}
-            }
-        }
+        };
+        tracing::Instrument::instrument(wait, span).await
     }
 }
 

@@ -254,55 +254,48 @@ pub const KINDS: &[KindInfo] = &[
         custom: true,
         verbs: STORED_VERBS,
     },
-    KindInfo {
-        group: "podsnapshot.gke.io",
-        version: "v1",
-        kind: "PodSnapshotStorageConfig",
-        plural: "podsnapshotstorageconfigs",
-        singular: "podsnapshotstorageconfig",
-        short_names: &[],
-        namespaced: false,
-        status: true,
-        custom: true,
-        verbs: STORED_VERBS,
-    },
-    KindInfo {
-        group: "podsnapshot.gke.io",
-        version: "v1",
-        kind: "PodSnapshotPolicy",
-        plural: "podsnapshotpolicies",
-        singular: "podsnapshotpolicy",
-        short_names: &[],
-        namespaced: true,
-        status: true,
-        custom: true,
-        verbs: STORED_VERBS,
-    },
-    KindInfo {
-        group: "podsnapshot.gke.io",
-        version: "v1",
-        kind: "PodSnapshotManualTrigger",
-        plural: "podsnapshotmanualtriggers",
-        singular: "podsnapshotmanualtrigger",
-        short_names: &[],
-        namespaced: true,
-        status: true,
-        custom: true,
-        verbs: STORED_VERBS,
-    },
-    KindInfo {
-        group: "podsnapshot.gke.io",
-        version: "v1",
-        kind: "PodSnapshot",
-        plural: "podsnapshots",
-        singular: "podsnapshot",
-        short_names: &[],
-        namespaced: true,
-        status: true,
-        custom: true,
-        verbs: STORED_VERBS,
-    },
+    pod_snapshot_kind(
+        "PodSnapshotStorageConfig",
+        "podsnapshotstorageconfigs",
+        "podsnapshotstorageconfig",
+        false,
+    ),
+    pod_snapshot_kind(
+        "PodSnapshotPolicy",
+        "podsnapshotpolicies",
+        "podsnapshotpolicy",
+        true,
+    ),
+    pod_snapshot_kind(
+        "PodSnapshotManualTrigger",
+        "podsnapshotmanualtriggers",
+        "podsnapshotmanualtrigger",
+        true,
+    ),
+    pod_snapshot_kind("PodSnapshot", "podsnapshots", "podsnapshot", true),
 ];
+
+/// A kind of GKE Pod Snapshots (`podsnapshot.gke.io/v1`): custom, with a status
+/// subresource, no short names.
+const fn pod_snapshot_kind(
+    kind: &'static str,
+    plural: &'static str,
+    singular: &'static str,
+    namespaced: bool,
+) -> KindInfo {
+    KindInfo {
+        group: "podsnapshot.gke.io",
+        version: "v1",
+        kind,
+        plural,
+        singular,
+        short_names: &[],
+        namespaced,
+        status: true,
+        custom: true,
+        verbs: STORED_VERBS,
+    }
+}
 
 /// Finds a served kind by group, version and plural.
 pub fn find(group: &str, version: &str, plural: &str) -> Option<&'static KindInfo> {

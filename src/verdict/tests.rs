@@ -176,6 +176,12 @@ fn has(v: &Verdict, pred: impl Fn(&Contradiction) -> bool) -> bool {
     v.contradictions.iter().any(pred)
 }
 
+/// Asserts that one line of the verdict's reasoning says `text`.
+#[track_caller]
+fn said(v: &Verdict, text: &str) {
+    assert!(v.decided_by.iter().any(|l| l.contains(text)), "{v}");
+}
+
 #[test]
 fn frozen_and_thawed_process_is_restored() {
     let v = decide(
@@ -186,7 +192,7 @@ fn frozen_and_thawed_process_is_restored() {
     assert_eq!(v.kind, VerdictKind::Restored, "{v}");
     assert_eq!(v.exit_code(), exit_code::SUCCESS);
     assert!(v.contradictions.is_empty(), "{v}");
-    assert!(v.decided_by.iter().any(|l| l.contains("decisive")), "{v}");
+    said(&v, "decisive");
     assert!(
         v.decided_by.iter().any(|l| l.contains("6.5 s")),
         "ticker gap: {v}"
@@ -212,12 +218,7 @@ fn restarted_kernel_is_a_fresh_session_with_recovery_described() {
     assert_eq!(v.kind, VerdictKind::FreshSession, "{v}");
     assert_eq!(v.exit_code(), exit_code::FRESH_SESSION);
     assert_eq!(v.files, FilesState::Intact);
-    assert!(
-        v.decided_by
-            .iter()
-            .any(|l| l.contains("checkpoint: recovered; weights equal and output equal")),
-        "{v}"
-    );
+    said(&v, "checkpoint: recovered; weights equal and output equal");
 }
 
 #[test]
@@ -227,12 +228,7 @@ fn server_restart_with_a_scratch_kernel_is_a_fresh_session() {
     after.kernel.as_mut().unwrap().kernel_id = "k-scratch".to_owned();
     let v = decide(&before(), &after, &PlatformEvidence::not_observed());
     assert_eq!(v.kind, VerdictKind::FreshSession, "{v}");
-    assert!(
-        v.decided_by
-            .iter()
-            .any(|l| l.contains("k-scratch was asked instead")),
-        "{v}"
-    );
+    said(&v, "k-scratch was asked instead");
 }
 
 #[test]
@@ -359,12 +355,7 @@ fn a_gap_in_the_scan_is_named_but_does_not_undo_a_fresh_session() {
     tmp.gap = Some("a directory could not be listed: EIO".to_owned());
     let v = decide(&before(), &after, &PlatformEvidence::not_observed());
     assert_eq!(v.kind, VerdictKind::FreshSession, "{v}");
-    assert!(
-        v.decided_by
-            .iter()
-            .any(|l| l.contains("not covered: tmp /tmp (a directory could not be listed")),
-        "{v}"
-    );
+    said(&v, "not covered: tmp /tmp (a directory could not be listed");
 }
 
 #[test]
@@ -499,12 +490,7 @@ fn a_missing_checkpoint_is_files_lost_even_when_restored() {
     assert_eq!(v.kind, VerdictKind::FilesLost, "{v}");
     assert_eq!(v.process, ProcessState::Restored);
     assert_eq!(v.exit_code(), exit_code::FILES_LOST);
-    assert!(
-        v.decided_by
-            .iter()
-            .any(|l| l.contains("`checkpoint`: missing")),
-        "{v}"
-    );
+    said(&v, "`checkpoint`: missing");
     assert!(v.contradictions.is_empty(), "{v}");
 }
 
@@ -533,10 +519,7 @@ fn the_volume_view_from_the_platform_counts_as_a_source() {
     platform.files = Some(files(&[("input", FileState::Missing)]));
     let v = decide(&before(), &after, &platform);
     assert_eq!(v.kind, VerdictKind::FilesLost, "{v}");
-    assert!(
-        v.decided_by.iter().any(|l| l.contains("per the volume")),
-        "{v}"
-    );
+    said(&v, "per the volume");
 }
 
 /// A volume read that finds none of the files the kernel finds unchanged looked in the

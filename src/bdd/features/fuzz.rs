@@ -33,6 +33,23 @@ fn check_bytes(bytes: &[u8]) -> (PathBuf, Result<usize, Vec<Problem>>, tempfile:
     (file, result, dir)
 }
 
+/// Checks `bytes` as a feature file: exactly one problem, at `line`, whose message says one
+/// of `says`.
+fn one_problem_at(bytes: &[u8], line: usize, says: &[&str]) {
+    let (file, result, _dir) = check_bytes(bytes);
+    let problems = result.unwrap_err();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(
+        (problems[0].file.as_path(), problems[0].line),
+        (file.as_path(), line)
+    );
+    assert!(
+        says.iter().any(|w| problems[0].message.contains(w)),
+        "{}",
+        problems[0]
+    );
+}
+
 /// What every refusal must be: at least one problem, each naming the file and saying what is
 /// wrong; a parse error carries the parser's line.
 fn assert_well_formed(file: &Path, result: &Result<usize, Vec<Problem>>) {
@@ -266,18 +283,10 @@ fn a_blank_line_after_tags_is_named() {
 /// refused, at its Feature line, instead of passing as an empty suite.
 #[test]
 fn a_feature_without_scenarios_is_refused() {
-    let (file, result, _dir) =
-        check_bytes(b"# a comment\nFeature: f\n  Szenario: s\n    Wenn something\n");
-    let problems = result.unwrap_err();
-    assert_eq!(problems.len(), 1, "{problems:?}");
-    assert_eq!(
-        (problems[0].file.as_path(), problems[0].line),
-        (file.as_path(), 2)
-    );
-    assert!(
-        problems[0].message.contains("no scenarios"),
-        "{}",
-        problems[0]
+    one_problem_at(
+        b"# a comment\nFeature: f\n  Szenario: s\n    Wenn something\n",
+        2,
+        &["no scenarios"],
     );
 }
 
@@ -285,13 +294,9 @@ fn a_feature_without_scenarios_is_refused() {
 /// run its steps with literal `<placeholders>`; it is refused at the outline's line.
 #[test]
 fn an_outline_without_examples_is_refused() {
-    let (file, result, _dir) =
-        check_bytes(b"Feature: f\n  Scenario Outline: o\n    Then the verdict is \"<verdict>\"\n");
-    let problems = result.unwrap_err();
-    assert_eq!(problems.len(), 1, "{problems:?}");
-    assert_eq!(
-        (problems[0].file.as_path(), problems[0].line),
-        (file.as_path(), 2)
+    one_problem_at(
+        b"Feature: f\n  Scenario Outline: o\n    Then the verdict is \"<verdict>\"\n",
+        2,
+        &["Examples"],
     );
-    assert!(problems[0].message.contains("Examples"), "{}", problems[0]);
 }
