@@ -390,6 +390,26 @@ async fn a_pods_server_is_a_tokenless_jupyter_lab_like_kubeflows_images() {
     let jc = JupyterClient::new(&url, Auth::None, ClientOptions::default()).unwrap();
     let kernel = jc.start_kernel(None).await.unwrap().id;
     assert_eq!(exec(&jc, &kernel, "print(1 + 1)").await.trim(), "2");
+    // As the upstream run script starts it: the kernel's working directory is the home
+    // volume (`--notebook-dir` and cwd), and the runtime directory (connection files) is
+    // outside it, so a snapshot's files do not carry another process's sockets.
+    let places = exec(
+        &jc,
+        &kernel,
+        "import os\nprint(os.path.realpath(os.getcwd()))\nprint(os.path.realpath(os.environ['HOME']))\n\
+         print(os.path.realpath(os.environ.get('JUPYTER_RUNTIME_DIR', '')))",
+    )
+    .await;
+    let lines: Vec<&str> = places.lines().collect();
+    assert_eq!(lines.len(), 3, "{places}");
+    assert_eq!(
+        lines[0], lines[1],
+        "the kernel starts in the home volume: {places}"
+    );
+    assert!(
+        !lines[2].is_empty() && !lines[2].starts_with(&format!("{}/", lines[1])),
+        "the runtime directory is outside the home volume: {places}"
+    );
     jc.delete_kernel(&kernel).await.unwrap();
     sim.shutdown().await;
 }

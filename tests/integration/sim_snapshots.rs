@@ -1674,3 +1674,52 @@ async fn a_gpu_best_available_workspace_runs_on_a_node_of_that_class() {
     let limits = serde_json::to_value(&pod.spec.as_ref().unwrap().containers[0].resources).unwrap();
     assert_eq!(limits["limits"]["nvidia.com/gpu"], "1", "{limits}");
 }
+
+/// The other side of the tenant list: a namespace on it is reconciled as if the list were
+/// empty (the pod turns Ready, a pause checkpoints into a PodSnapshot).
+#[tokio::test]
+async fn inside_the_tenant_namespaces_a_pause_checkpoints() {
+    let sim = crate::common::start_platform(|p| {
+        p.addon.tenant_namespaces = vec!["team-a".into(), NS.into()];
+        p.timing.addon_settle_ms = 0;
+    })
+    .await;
+    let a = apis(&sim).await;
+    let (pod, snap) = run_and_pause(&a, &sim, "inside", "").await;
+    assert_eq!(
+        cond_of(&pod, GATE).map(|c| c.0).as_deref(),
+        Some("True"),
+        "the add-on published its gate"
+    );
+    assert!(!snap.is_empty(), "the pause produced a snapshot");
+    assert!(a.snaps.get_opt(&snap).await.unwrap().is_some());
+}
+
+/// A Workspace deleted without ever pausing has no snapshots: its policy is retired at the
+/// first look, with no drain to wait for.
+#[tokio::test]
+async fn a_deleted_workspace_without_snapshots_retires_its_policy_at_once() {
+    let sim = crate::common::start_platform(|p| p.timing.addon_drain_interval_ms = 100).await;
+    let a = apis(&sim).await;
+    create_workspace(&a, &sim, "never", "").await;
+    wait_for(&a.ws, "never", "Running", in_state(WorkspaceState::Running)).await;
+    wait_for(
+        &a.policies,
+        "ws-never-policy",
+        "the add-on's policy",
+        |p: Option<&PodSnapshotPolicy>| p.is_some(),
+    )
+    .await;
+    a.ws.delete("never", &Default::default()).await.unwrap();
+    wait_gone(&a.ws, "never", "Workspace deleted").await;
+    wait_gone(&a.policies, "ws-never-policy", "policy retired").await;
+    assert!(
+        a.snaps
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty(),
+        "no snapshot was ever made"
+    );
+}
