@@ -52,6 +52,10 @@ impl std::fmt::Debug for JupyterClient {
     }
 }
 
+/// The most one TCP and TLS connect may take (the request's own budget, when shorter,
+/// bounds it first); a connect that takes longer is retried within the caller's budget.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Why a request got no answer, in words: a timeout names the budget it ran out of (a
 /// server that takes the connection and never answers), anything else its innermost cause
 /// (refused, DNS, TLS), which reqwest's own message leaves out.
@@ -63,7 +67,10 @@ fn unreachable_cause(source: &reqwest::Error, request_timeout: Option<Duration>)
                  answered)",
                 super::error::human(limit)
             ),
-            None => "timed out connecting (10 s)".to_owned(),
+            None => format!(
+                "timed out connecting ({})",
+                super::error::human(CONNECT_TIMEOUT)
+            ),
         };
     }
     let mut cause = source.to_string();
@@ -86,9 +93,13 @@ impl JupyterClient {
             (auth, _) => auth,
         };
         let headers = auth.headers()?;
+        // The connect is bounded by the request's budget too, when that is shorter.
+        let connect = options
+            .request_timeout
+            .map_or(CONNECT_TIMEOUT, |t| t.min(CONNECT_TIMEOUT));
         let mut http = reqwest::Client::builder()
             .tls_danger_accept_invalid_certs(options.insecure_skip_tls_verify)
-            .connect_timeout(Duration::from_secs(10));
+            .connect_timeout(connect);
         if let Some(limit) = options.request_timeout {
             http = http.timeout(limit);
         }

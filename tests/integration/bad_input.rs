@@ -476,8 +476,8 @@ mod fuzz {
         ) {
             let mut args: Vec<&str> = base.to_vec();
             args.extend(extra.iter().map(String::as_str));
-            // `sim` is left out: it runs until stopped, by design (its bad input is tested
-            // above). Every base here ends at once whatever follows it.
+            // `sim` runs until stopped, by design: its own proptest below stops it. Every
+            // base here ends at once whatever follows it.
             let o = wsgate_within(20, &args, &[("WSGATE_API__RESPONSE_TIMEOUT", "2")]);
             let out = text(&o);
             prop_assert!(!out.contains("panicked"), "{args:?}: {out}");
@@ -486,6 +486,91 @@ mod fuzz {
             // 137: it ignored the SIGTERM for 10 s and was killed; None: a signal ended it.
             prop_assert_ne!(o.status.code(), Some(137), "{:?} hung past SIGTERM: {}", args, out);
             prop_assert!(o.status.code().is_some(), "{:?} ended by a signal: {}", args, out);
+        }
+    }
+
+    /// What `sim` is given after `--kubeconfig` (never `--prepare-runtime`, which installs
+    /// the Python runtime, and never another `--kubeconfig`, which could write anywhere).
+    const SIM_TOKENS: &[&str] = &[
+        "--port",
+        "0",
+        "-1",
+        "70000",
+        "--sim-profile",
+        "default",
+        "api-trouble",
+        "field-restore-lag",
+        "no-such-profile",
+        "/nonexistent/profile.toml",
+        "--help",
+        "--",
+    ];
+
+    fn sim_token() -> impl Strategy<Value = String> {
+        prop_oneof![
+            8 => proptest::sample::select(SIM_TOKENS).prop_map(str::to_string),
+            1 => "[a-z0-9=.,@ -]{0,12}",
+        ]
+    }
+
+    /// Runs `wsgate sim --kubeconfig TMP ARGS`: it either ends at once (bad arguments) or
+    /// says it is listening, and then ends with 0 on SIGTERM; within 20 s either way.
+    fn sim_once(extra: &[String]) -> Result<(), String> {
+        use std::time::{Duration, Instant};
+        let dir = tempfile::tempdir().unwrap();
+        let out_path = dir.path().join("out.txt");
+        let out = std::fs::File::create(&out_path).unwrap();
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_wsgate"))
+            .arg("sim")
+            .arg("--kubeconfig")
+            .arg(dir.path().join("kc.yaml"))
+            .args(extra)
+            .current_dir(dir.path())
+            .env_remove("KUBECONFIG")
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .unwrap();
+        let said = || std::fs::read_to_string(&out_path).unwrap_or_default();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut termed = false;
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                let text = said();
+                if text.contains("panicked") || status.code().is_none_or(|c| c == 101) {
+                    return Err(format!("{status}: {text}"));
+                }
+                if termed && status.code() != Some(0) {
+                    return Err(format!("SIGTERM ended it with {status}: {text}"));
+                }
+                return Ok(());
+            }
+            if !termed && said().contains("stop with Ctrl-C") {
+                // SAFETY: kill(2) on our own child's pid; no memory is touched.
+                unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+                termed = true;
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("still running after 20 s: {}", said()));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// `sim`, which runs until stopped, with fuzzed arguments: it refuses bad ones at
+        /// once with a documented code, or serves and stops cleanly on SIGTERM; never a
+        /// panic, never a hang.
+        #[test]
+        fn sim_with_any_arguments_ends_or_stops_on_sigterm(
+            extra in proptest::collection::vec(sim_token(), 0..4),
+        ) {
+            let outcome = sim_once(&extra);
+            prop_assert!(outcome.is_ok(), "sim {:?}: {}", extra, outcome.unwrap_err());
         }
     }
 }

@@ -470,3 +470,49 @@ async fn pause_resume_and_annotations_never_reach_a_namesake() {
         "nor changed"
     );
 }
+
+/// Two drills at once in one namespace (two CI jobs, or a drill started beside a running
+/// one): they meet at the token Secret and the squeeze quota, which share a name. Each
+/// either finishes or stops naming the object that is the other run's; neither deletes
+/// or overwrites the other's, and afterwards nothing of either is left.
+#[tokio::test]
+async fn two_drills_at_once_never_tear_down_each_other() {
+    let sim = start_platform(|_| {}).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kc = dir.path().join("kc.yaml");
+    sim.write_kubeconfig(&kc).unwrap();
+    let kc = kc.display().to_string();
+    let (a, b) = tokio::join!(cluster_drill(kc.clone()), cluster_drill(kc));
+    for o in [&a, &b] {
+        let out = text(o);
+        assert!(!out.contains("panicked"), "{out}");
+        match o.status.code() {
+            Some(0) => assert!(out.contains("all 2 workspaces restored"), "{out}"),
+            Some(code) => {
+                assert_ne!(code, wsgate::exit_code::INTERNAL, "{out}");
+                assert!(
+                    out.contains("is not this run's") || out.contains("is not wsgate's to touch"),
+                    "a drill that stops names the other run's object: {out}"
+                );
+            }
+            None => panic!("ended by a signal: {out}"),
+        }
+    }
+    let client = sim.client().await.unwrap();
+    let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), NS);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
+    let workspaces: Api<wsgate::platform::crd::Workspace> = Api::namespaced(client, NS);
+    let lp = Default::default();
+    assert!(
+        quotas.list(&lp).await.unwrap().items.is_empty(),
+        "no quota left"
+    );
+    assert!(
+        secrets.list(&lp).await.unwrap().items.is_empty(),
+        "no Secret left"
+    );
+    assert!(
+        workspaces.list(&lp).await.unwrap().items.is_empty(),
+        "no Workspace left"
+    );
+}
