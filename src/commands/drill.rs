@@ -156,6 +156,9 @@ fn finish(
         for p in &problems {
             eprintln!("problem: {p}");
         }
+        if report.false_restore() {
+            return crate::exit_code::FALSE_RESTORE;
+        }
         return crate::exit_code::FAILED;
     }
     say(&format!(

@@ -96,6 +96,15 @@ pub struct DrillReport {
 
 impl DrillReport {
     /// The workspaces that did not end Restored, with why.
+    /// Whether a kernel-checked workspace was a false restore (the platform claimed a
+    /// restore, the process state was lost): the drill then exits 14, as the gate and the
+    /// suite do.
+    pub fn false_restore(&self) -> bool {
+        self.results
+            .iter()
+            .any(|r| r.verdict.ends_with(FALSE_RESTORE_MARK))
+    }
+
     pub fn problems(&self) -> Vec<String> {
         self.results
             .iter()
@@ -453,6 +462,9 @@ struct Checked {
     ready_to_pod_restored: Option<Duration>,
 }
 
+/// How a false restore is written in a kernel-checked workspace's verdict.
+const FALSE_RESTORE_MARK: &str = "(FALSE RESTORE)";
+
 /// The verdict of one resumed workspace: the restore verdict for the sample, the
 /// platform's restore condition for the rest ([`verdict::platform_restored`]).
 async fn check(cfg: &Config, trial: &Trial, sampled: bool) -> Result<Checked, TrialError> {
@@ -475,7 +487,7 @@ async fn check(cfg: &Config, trial: &Trial, sampled: bool) -> Result<Checked, Tr
     let v = trial.decide(&after, &platform)?;
     if v.false_restore() {
         return Ok(Checked {
-            verdict: format!("{} (FALSE RESTORE)", v.kind),
+            verdict: format!("{} {FALSE_RESTORE_MARK}", v.kind),
             problem: Some(format!(
                 "the platform claimed a restore and the process state was lost: {}",
                 v.decided_by.join("; ")

@@ -168,7 +168,7 @@ mod tests {
             50,
             Some("pod <gone> & replaced"),
         ));
-        let report = DrillReport {
+        let mut report = DrillReport {
             workspaces: results.len(),
             gpus: 2,
             sample: 0,
@@ -205,5 +205,9 @@ mod tests {
             !page.chars().any(crate::report::html::needs_emoji_font),
             "no mark may need an emoji font"
         );
+        // A failure is not a false restore; a kernel-checked one that is makes the drill's.
+        assert!(!report.false_restore());
+        report.results[9].verdict = format!("FreshSession {}", super::super::FALSE_RESTORE_MARK);
+        assert!(report.false_restore());
     }
 }

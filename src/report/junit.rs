@@ -143,7 +143,8 @@ fn scenario_properties(s: &ScenarioReport) -> Vec<(String, String)> {
         })
         .collect();
     if let Some(v) = &s.verdict {
-        p.push(("verdict".to_string(), v.kind.to_string()));
+        // The label says a false restore, as every other writer does.
+        p.push(("verdict".to_string(), v.label()));
         if let Some(reason) = &v.reason {
             p.push(("verdict.reason".to_string(), reason.clone()));
         }
@@ -301,5 +302,19 @@ mod tests {
             xml.contains(r#"<testsuite id="0" name="F &lt;&amp;&gt;""#),
             "{xml}"
         );
+    }
+
+    #[test]
+    fn a_false_restore_is_the_verdict_property_and_the_page_says_it() {
+        use crate::report::test_support::{kernel_dies_scenario, run_of};
+        let xml = junit_xml(&run_of(kernel_dies_scenario(true))).unwrap();
+        assert!(
+            xml.contains(r#"name="verdict" value="FreshSession (false restore)""#),
+            "{xml}"
+        );
+        let page = crate::report::html::html_page(&run_of(kernel_dies_scenario(true)));
+        assert!(page.contains("FreshSession (false restore)"), "{page}");
+        let xml = junit_xml(&run_of(kernel_dies_scenario(false))).unwrap();
+        assert!(!xml.contains("false restore"), "{xml}");
     }
 }

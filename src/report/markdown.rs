@@ -305,37 +305,19 @@ fn gpu(out: &mut String, r: &RunReport) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::model::ScenarioReport;
-    use crate::verdict::{Contradiction, FilesState, ProcessState, Verdict, VerdictKind};
 
     /// A false restore is said at the top of the summary and in the verdict column.
     #[test]
     fn a_false_restore_is_said_at_the_top_and_in_its_row() {
-        let mut s = ScenarioReport::new("Pause", "kernel dies");
-        s.status = ScenarioStatus::Failed;
-        s.verdict = Some(Verdict {
-            kind: VerdictKind::FreshSession,
-            process: ProcessState::Fresh,
-            files: FilesState::Intact,
-            reason: None,
-            decided_by: Vec::new(),
-            contradictions: vec![Contradiction::PlatformClaimsRestoreButNonceGone],
-        });
-        let mut r = RunReport {
-            run_id: "r".into(),
-            scenarios: vec![s.clone()],
-            ..RunReport::default()
-        };
-        let text = markdown(&r);
+        use crate::report::test_support::{kernel_dies_scenario, run_of};
+        let text = markdown(&run_of(kernel_dies_scenario(true)));
         assert!(
             text.contains("**1 false restore(s): the platform claimed a restore"),
             "{text}"
         );
         assert!(text.contains("| FreshSession (false restore) |"), "{text}");
         // Without the platform's claim: neither.
-        s.verdict.as_mut().unwrap().contradictions.clear();
-        r.scenarios = vec![s];
-        let text = markdown(&r);
+        let text = markdown(&run_of(kernel_dies_scenario(false)));
         assert!(!text.contains("false restore"), "{text}");
     }
 }

@@ -21,6 +21,9 @@ mod failure;
 mod svg;
 mod write;
 
+#[cfg(test)]
+pub(crate) mod test_support;
+
 pub use error::ReportError;
 pub use failure::{FailureSummary, failure_summary};
 pub use fmt::{KEY_PHASES, phase_label};

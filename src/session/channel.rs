@@ -268,6 +268,50 @@ impl KernelChannel {
         }
     }
 
+    /// Asks the kernel itself for its info and waits, within `budget`, for its
+    /// `kernel_info_reply`: the moment the kernel (not only the server's websocket) answers.
+    pub async fn kernel_info(&mut self, budget: &Budget) -> Result<(), SessionError> {
+        let span = tracing::info_span!(crate::platform::wait::SPAN, on = "jupyter");
+        tracing::Instrument::instrument(self.kernel_info_unspanned(budget), span).await
+    }
+
+    async fn kernel_info_unspanned(&mut self, budget: &Budget) -> Result<(), SessionError> {
+        let options =
+            ExecuteOptions::new(budget.limit).named("kernel_info", budget.name.to_string());
+        let deadline = Instant::now() + budget.limit;
+        let (msg_id, frame) = wire::kernel_info_request(&self.session_id);
+        self.socket
+            .send(Message::Text(frame.into()))
+            .await
+            .map_err(|e| {
+                self.closed(&options, format!("sending kernel_info_request failed: {e}"))
+            })?;
+        loop {
+            let frame = tokio::time::timeout_at(deadline, self.socket.next()).await;
+            let text = match frame {
+                Err(_) => {
+                    return Err(budget_error(
+                        budget,
+                        Some("kernel_info".to_owned()),
+                        "no kernel_info_reply".to_owned(),
+                    ));
+                }
+                Ok(None) => {
+                    return Err(self.closed(&options, "the server closed the connection".to_owned()));
+                }
+                Ok(Some(Err(e))) => return Err(self.closed(&options, e.to_string())),
+                Ok(Some(Ok(Message::Text(text)))) => text,
+                Ok(Some(Ok(_))) => continue,
+            };
+            if let Some(incoming) = wire::parse_frame(&text)
+                && incoming.msg_type() == "kernel_info_reply"
+                && incoming.parent_msg_id.as_deref() == Some(msg_id.as_str())
+            {
+                return Ok(());
+            }
+        }
+    }
+
     /// Closes the websocket politely.
     pub async fn close(mut self) {
         let _ = self.socket.close(None).await;

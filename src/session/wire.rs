@@ -2,7 +2,9 @@
 //! protocol; no subprotocol is offered), messaging protocol 5.3, with jupyter-protocol's
 //! typed message contents.
 
-use jupyter_protocol::{ExecuteRequest, JupyterMessage, JupyterMessageContent, UnknownMessage};
+use jupyter_protocol::{
+    ExecuteRequest, JupyterMessage, JupyterMessageContent, KernelInfoRequest, UnknownMessage,
+};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -78,7 +80,17 @@ pub fn execute_request(
         allow_stdin: false,
         stop_on_error: true,
     };
-    let mut message = JupyterMessage::new(request, None);
+    shell_frame(session_id, JupyterMessage::new(request, None))
+}
+
+/// A `kernel_info_request` frame for the shell channel: the kernel itself answers it (the
+/// server does not). Returns `(msg_id, frame)`.
+pub fn kernel_info_request(session_id: &str) -> (String, String) {
+    shell_frame(session_id, JupyterMessage::new(KernelInfoRequest {}, None))
+}
+
+/// `message` as a text frame on the shell channel, from `session_id`.
+fn shell_frame(session_id: &str, mut message: JupyterMessage) -> (String, String) {
     message.header.session = session_id.to_owned();
     message.header.username = "wsgate".to_owned();
     message.header.version = "5.3".to_owned();
@@ -128,5 +140,15 @@ mod tests {
         let m = parse_frame(f).unwrap();
         assert_eq!(m.parent_msg_id.as_deref(), Some("p"));
         assert!(parse_frame("[1,2]").is_none());
+    }
+
+    #[test]
+    fn a_kernel_info_request_goes_to_the_shell_channel() {
+        let (id, frame) = kernel_info_request("sess");
+        let v: Value = serde_json::from_str(&frame).unwrap();
+        assert_eq!(v["header"]["msg_id"], id);
+        assert_eq!(v["header"]["msg_type"], "kernel_info_request");
+        assert_eq!(v["channel"], "shell");
+        assert_eq!(v["content"], serde_json::json!({}));
     }
 }

@@ -1103,3 +1103,74 @@ fn a_temporary_directory_that_cannot_be_written_is_not_a_bug() {
     );
     assert!(text(&o).contains("/nonexistent/wsgate-tmp"), "{}", text(&o));
 }
+
+/// Files that are not what they claim (empty, cut off, binary, another schema) and paths
+/// and arguments that cannot be used: each reader names the file and what is wrong with
+/// it, with exit 2 (the caller's input) or 3 (the target), before anything is contacted.
+#[test]
+fn files_that_are_not_what_they_claim_are_named_with_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, bytes: &[u8]| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p.display().to_string()
+    };
+    let empty = file("empty.json", b"");
+    let cut = file("cut.json", b"{\"schema\": \"wsgate.dev/");
+    let binary = file("binary.json", b"\x00\xff\xfe\x01");
+    let other = file("other.json", br#"{"schema": "wsgate.dev/probe-state/v0"}"#);
+    use wsgate::exit_code::{TARGET, USAGE};
+    let url = "http://127.0.0.1:9/";
+    let cases: Vec<(Vec<&str>, i32, &str)> = vec![
+        (vec!["report", &empty], USAGE, "is not a wsgate JSON report"),
+        (vec!["report", &cut], USAGE, "is not a wsgate JSON report"),
+        (vec!["cost", &binary], USAGE, "not contain valid UTF-8"),
+        (
+            vec!["gate", "verify", "--state", &empty],
+            USAGE,
+            "is not a wsgate gate state",
+        ),
+        (
+            vec!["gate", "verify", "--state", &binary],
+            USAGE,
+            "cannot read the gate state",
+        ),
+        (
+            vec!["probe", "check", "--url", url, "--state", &cut],
+            USAGE,
+            "is not a wsgate probe state",
+        ),
+        (
+            vec!["probe", "check", "--url", url, "--state", &other],
+            USAGE,
+            "is not a wsgate probe state",
+        ),
+        (
+            vec![
+                "status",
+                "--target",
+                "cluster",
+                "--kubeconfig",
+                "/nonexistent/kc.yaml",
+            ],
+            TARGET,
+            "cannot read kubeconfig /nonexistent/kc.yaml",
+        ),
+    ];
+    for (args, code, says) in &cases {
+        let o = wsgate_within(30, args, &[]);
+        assert_code(&o, *code, says);
+    }
+    // An argument that is not UTF-8 is refused by name, not a panic.
+    use std::os::unix::ffi::OsStrExt;
+    let o = crate::common::within(30, env!("CARGO_BIN_EXE_wsgate"))
+        .args([
+            std::ffi::OsStr::new("run"),
+            std::ffi::OsStr::new("--dry-run"),
+        ])
+        .arg("--name")
+        .arg(std::ffi::OsStr::from_bytes(b"\xff\xfe"))
+        .output()
+        .unwrap();
+    assert_code(&o, USAGE, "invalid UTF-8");
+}

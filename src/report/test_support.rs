@@ -1,0 +1,33 @@
+//! Report fixtures the writers' unit tests share.
+
+use super::model::{RunReport, ScenarioReport, ScenarioStatus};
+use crate::verdict::{Contradiction, FilesState, ProcessState, Verdict, VerdictKind};
+
+/// A failed scenario whose process was lost while the platform claimed a restore: a false
+/// restore. With `claimed = false` the same evidence without the platform's claim.
+pub fn kernel_dies_scenario(claimed: bool) -> ScenarioReport {
+    let mut s = ScenarioReport::new("Pause", "kernel dies");
+    s.status = ScenarioStatus::Failed;
+    s.verdict = Some(Verdict {
+        kind: VerdictKind::FreshSession,
+        process: ProcessState::Fresh,
+        files: FilesState::Intact,
+        reason: None,
+        decided_by: Vec::new(),
+        contradictions: if claimed {
+            vec![Contradiction::PlatformClaimsRestoreButNonceGone]
+        } else {
+            Vec::new()
+        },
+    });
+    s
+}
+
+/// A run of one scenario.
+pub fn run_of(s: ScenarioReport) -> RunReport {
+    RunReport {
+        run_id: "r".into(),
+        scenarios: vec![s],
+        ..RunReport::default()
+    }
+}
