@@ -297,7 +297,9 @@ impl KernelChannel {
                     ));
                 }
                 Ok(None) => {
-                    return Err(self.closed(&options, "the server closed the connection".to_owned()));
+                    return Err(
+                        self.closed(&options, "the server closed the connection".to_owned())
+                    );
                 }
                 Ok(Some(Err(e))) => return Err(self.closed(&options, e.to_string())),
                 Ok(Some(Ok(Message::Text(text)))) => text,

@@ -28,6 +28,9 @@ pub enum Transition {
     ColdStarted,
     SnapshotDeleted,
     WorkspaceState,
+    /// The add-on's webhook held a pause: the Workspace's `checkpoint-state` became
+    /// `Checkpointing` (recorded as the write that carried it is committed).
+    PauseHeld,
 }
 
 /// One recorded transition.

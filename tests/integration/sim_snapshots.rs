@@ -337,6 +337,15 @@ async fn pause_checkpoints_into_a_pod_snapshot_and_resume_restores_from_it() {
     })
     .await;
     assert!(!held.spec.paused, "the add-on holds the pause");
+    // The hold is ground truth, recorded once, as the write that carried it committed.
+    let holds: Vec<_> = sim
+        .truth()
+        .events()
+        .into_iter()
+        .filter(|e| e.transition == Transition::PauseHeld)
+        .collect();
+    assert_eq!(holds.len(), 1, "{holds:?}");
+    assert_eq!(holds[0].name, "nb");
     let started = ann(&held, STARTED_AT).expect("checkpoint-started-at");
     chrono::DateTime::parse_from_rfc3339(&started).expect("an RFC 3339 time");
     wait_for(&a.pods, &pod_name, "gate False", |p: Option<&Pod>| {
