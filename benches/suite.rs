@@ -424,8 +424,30 @@ fn main() {
                 .filter_map(|e| e.detail.clone())
                 .collect();
             for o in &t.observations {
+                // A mark that answers a pause or resume request pairs only with what came
+                // after that request (not, say, the Pending state at creation).
+                let after_request = matches!(
+                    o.mark,
+                    Mark::Checkpointing
+                        | Mark::WorkspacePaused
+                        | Mark::WorkspaceResumed
+                        | Mark::WaitingForResources
+                        | Mark::PodScheduled
+                        | Mark::PodRestored
+                );
+                let since = t
+                    .observations
+                    .iter()
+                    .filter(|r| {
+                        matches!(r.mark, Mark::PauseRequested | Mark::ResumeRequested)
+                            && r.at <= o.at
+                    })
+                    .map(|r| r.at - chrono::TimeDelta::milliseconds(100))
+                    .next_back()
+                    .filter(|_| after_request);
                 let candidates: Vec<&TruthEvent> = truth
                     .iter()
+                    .filter(|e| since.is_none_or(|since| e.at >= since))
                     .filter(|e| pairs_with(o.mark, o.detail.as_deref(), &ws, &snaps, e))
                     .collect();
                 if candidates.is_empty() {

@@ -14,7 +14,7 @@
 //! | 13   | `BUDGET`              | a named budget ran out (the message names the phase)                |
 //! | 14   | `FALSE_RESTORE`       | the platform claimed a restore but the process state was lost       |
 //! | 70   | `INTERNAL`            | a bug in wsgate: please report it                                   |
-//! | 74   | `OUTPUT`              | standard output or a local file could not be written (disk full, ...) |
+//! | 74   | `OUTPUT`              | standard output or a temporary directory could not be written      |
 //! | 130  | `INTERRUPTED`         | interrupted by SIGINT or SIGTERM (cleanup still ran)                |
 //! | 141  | `PIPE_CLOSED`         | standard output's reader went away (`… | head`); what a shell shows for SIGPIPE |
 
@@ -42,8 +42,8 @@ pub const BUDGET: i32 = 13;
 pub const FALSE_RESTORE: i32 = 14;
 /// A bug in wsgate.
 pub const INTERNAL: i32 = 70;
-/// Standard output or a local file (a temporary directory, a report) could not be written
-/// (disk full, device error, a directory not writable).
+/// Standard output or a temporary directory could not be written (disk full, device error,
+/// a directory not writable).
 pub const OUTPUT: i32 = 74;
 /// Interrupted by SIGINT or SIGTERM.
 pub const INTERRUPTED: i32 = 130;
@@ -81,7 +81,7 @@ pub const TABLE: &[(i32, &str)] = &[
     (INTERNAL, "a bug in wsgate"),
     (
         OUTPUT,
-        "standard output or a local file could not be written (disk full, device error)",
+        "standard output or a temporary directory could not be written (disk full, device error)",
     ),
     (INTERRUPTED, "interrupted by SIGINT or SIGTERM"),
     (

@@ -25,7 +25,8 @@
 //!   idle-threshold break-even from reports.
 //! - [`report`]: the versioned report model and its writers (JUnit, JSON, Markdown, HTML).
 //! - [`sim`]: the embedded simulator, beside the harness: only [`commands`] starts it; it
-//!   shares with the harness only the platform's names and the RBAC model.
+//!   shares with the harness only the platform's names (`platform::names`, the Workspace
+//!   state names) and the RBAC model.
 
 pub mod bdd;
 pub mod cli;

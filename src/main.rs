@@ -13,7 +13,7 @@ fn main() -> ExitCode {
     // Before clap reads WSGATE_LOG: its own message for a value that is not UTF-8 names no
     // variable ("invalid UTF-8 was detected in one or more arguments").
     if let Err(e) = wsgate::config::process_env() {
-        eprintln!("error: {e}");
+        wsgate::say_err!("error: {e}");
         return ExitCode::from(exit_code::USAGE as u8);
     }
     let cli = match Cli::try_parse() {
@@ -27,7 +27,7 @@ fn main() -> ExitCode {
     let filter = match tracing_subscriber::EnvFilter::try_new(&cli.log) {
         Ok(f) => f,
         Err(e) => {
-            eprintln!(
+            wsgate::say_err!(
                 "error: --log (or WSGATE_LOG) {:?} is not a tracing filter: {e}; e.g. `warn`, \
                  `info` or `wsgate=debug`",
                 cli.log
@@ -42,19 +42,26 @@ fn main() -> ExitCode {
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            wsgate::say_err!("error: cannot start the async runtime: {e}");
             return ExitCode::from(exit_code::INTERNAL as u8);
         }
     };
     let code = match runtime.block_on(wsgate::commands::dispatch(cli.command)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e}");
+            wsgate::say_err!("error: {e}");
             for cause in wsgate::output::causes(&e) {
-                eprintln!("  caused by: {cause}");
+                wsgate::say_err!("  caused by: {cause}");
             }
             e.exit_code()
         }
+    };
+    // Output that could not be written (a full disk) fails a command that otherwise passed;
+    // it finished and cleaned up first.
+    let code = if code == exit_code::SUCCESS && wsgate::output::stdout_failed() {
+        exit_code::OUTPUT
+    } else {
+        code
     };
     ExitCode::from(code as u8)
 }

@@ -32,7 +32,24 @@ macro_rules! say {
     };
 }
 
-/// Writes `text` as it is (no newline added), as [`say!`](crate::say) writes a line.
+/// Prints a line to standard error (like `eprintln!`) that never panics: a closed or full
+/// standard error (`wsgate … 2>&1 | head`) drops the line and the command goes on.
+#[macro_export]
+macro_rules! say_err {
+    ($($arg:tt)*) => {
+        $crate::output::say_err_line(format_args!($($arg)*))
+    };
+}
+
+/// Writes one line to standard error for [`say_err!`](crate::say_err), in one piece, and
+/// drops it when standard error cannot be written.
+pub fn say_err_line(args: std::fmt::Arguments<'_>) {
+    let line = format!("{args}\n");
+    let _ = io::stderr().lock().write_all(line.as_bytes());
+}
+
+/// Writes `text` as one line (a newline is added when it has none), as [`say!`](crate::say)
+/// writes a line.
 pub fn say_text(text: &str) {
     say_line(format_args!("{}", text.strip_suffix('\n').unwrap_or(text)));
 }
@@ -41,15 +58,32 @@ pub fn say_text(text: &str) {
 /// the line is dropped; any other write error is said once on standard error and the
 /// command goes on.
 pub fn say_line(args: std::fmt::Arguments<'_>) {
-    let mut out = Stdout;
-    let written = writeln!(out, "{args}").and_then(|()| out.flush());
-    if let Err(e) = written
+    // One write of the whole line, so that lines of concurrent scenarios never interleave.
+    if stdout_closed() {
+        return;
+    }
+    let line = format!("{args}\n");
+    let mut out = io::stdout().lock();
+    let written = out.write_all(line.as_bytes()).and_then(|()| out.flush());
+    drop(out);
+    if let Err(e) = &written
+        && e.kind() == io::ErrorKind::BrokenPipe
+    {
+        CLOSED.store(true, Ordering::Relaxed);
+    } else if let Err(e) = written
         && !FAILED_SAID.swap(true, Ordering::Relaxed)
     {
-        eprintln!(
+        crate::say_err!(
             "warning: cannot write to standard output ({e}); going on to finish and clean up"
         );
     }
+}
+
+/// Whether a [`say!`](crate::say) line could not be written for another reason than a
+/// closed pipe (a full disk): the command then ends with `OUTPUT` (74) if nothing else
+/// failed.
+pub fn stdout_failed() -> bool {
+    FAILED_SAID.load(Ordering::Relaxed)
 }
 
 /// Whether standard output's reader has gone (a write met `BrokenPipe`).

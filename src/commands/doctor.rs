@@ -13,7 +13,7 @@ pub async fn doctor(args: DoctorArgs) -> Result<i32, CommandError> {
     let (client, sim) = match cfg.target.kind {
         TargetKind::Sim => {
             let sim = super::shell::start_simulator_with(&cfg, |_| {}).await?;
-            eprintln!(
+            crate::say_err!(
                 "target: the embedded simulator at {} (not a real cluster; name one with --target cluster)",
                 sim.url()
             );
@@ -24,7 +24,7 @@ pub async fn doctor(args: DoctorArgs) -> Result<i32, CommandError> {
         }
         TargetKind::Cluster => {
             let kc = target::cluster_config(&cfg.target).await?;
-            eprintln!("target: cluster at {}", kc.cluster_url);
+            crate::say_err!("target: cluster at {}", kc.cluster_url);
             (target::connect(kc, retry).await?, None)
         }
     };
@@ -44,13 +44,13 @@ pub async fn doctor(args: DoctorArgs) -> Result<i32, CommandError> {
     let failed = checks.iter().filter(|c| c.status == Status::Fail).count();
     let warned = checks.iter().filter(|c| c.status == Status::Warn).count();
     if failed > 0 {
-        eprintln!(
+        crate::say_err!(
             "{failed} check(s) failed, {warned} warning(s): fix them before running wsgate here"
         );
         return Ok(crate::exit_code::TARGET);
     }
     if warned > 0 {
-        eprintln!("all required checks passed, {warned} warning(s)");
+        crate::say_err!("all required checks passed, {warned} warning(s)");
     }
     Ok(crate::exit_code::SUCCESS)
 }

@@ -103,7 +103,7 @@ pub async fn drill(args: DrillArgs) -> Result<i32, CommandError> {
     let client = target.client.clone();
     let ended = until_interrupted(drill::run(&client, &cfg, &plan, &mut ledger, &say)).await?;
     if let Ended::Interrupted(signal) = &ended {
-        eprintln!("{signal}: interrupted; removing what drill {run_id} created");
+        crate::say_err!("{signal}: interrupted; removing what drill {run_id} created");
     }
     // Everything the drill created carries its run id: sweep by label, which also finds
     // what an interrupted drill had not recorded yet.
@@ -124,7 +124,7 @@ pub async fn drill(args: DrillArgs) -> Result<i32, CommandError> {
         Ok(report) => Ok(finish(&report, &cfg, &run_id, &plan, &words, leaked)),
         Err(e) => {
             let e = crate::output::one_line(&e);
-            eprintln!("error: the drill could not run to its end: {e}");
+            crate::say_err!("error: the drill could not run to its end: {e}");
             Ok(crate::exit_code::FAILED)
         }
     }
@@ -144,17 +144,17 @@ fn finish(
     let redactor = crate::report::Redactor::new(vec![plan.token.expose().to_string()]);
     match crate::report::write_json(report, &cfg.reports.dir, run_id, "drill.json", &redactor) {
         Ok(path) => say(&format!("report written to {}", path.display())),
-        Err(e) => eprintln!("warning: {e}"),
+        Err(e) => crate::say_err!("warning: {e}"),
     }
     let page = report.html(run_id, words);
     match crate::report::write_page(&page, &cfg.reports.dir, run_id, "drill.html", &redactor) {
         Ok(path) => say(&format!("page written to {}", path.display())),
-        Err(e) => eprintln!("warning: {e}"),
+        Err(e) => crate::say_err!("warning: {e}"),
     }
     let problems = report.problems();
     if !problems.is_empty() {
         for p in &problems {
-            eprintln!("problem: {p}");
+            crate::say_err!("problem: {p}");
         }
         if report.false_restore() {
             return crate::exit_code::FALSE_RESTORE;

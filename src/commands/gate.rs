@@ -20,7 +20,7 @@ async fn connect(common: &CommonArgs) -> Result<(Config, Target), CommandError> 
         &common.set,
     )?;
     for w in &resolved.warnings {
-        eprintln!("warning: {w}");
+        crate::say_err!("warning: {w}");
     }
     let cfg = resolved.config;
     if cfg.target.kind == TargetKind::Sim {
@@ -76,7 +76,7 @@ async fn prepare(args: PrepareArgs) -> Result<i32, CommandError> {
     let prepared = match until_interrupted(gate::prepare(&client, &cfg, &opts, &say)).await? {
         Ended::Done(r) => r,
         Ended::Interrupted(signal) => {
-            eprintln!(
+            crate::say_err!(
                 "{signal}: interrupted; removing what gate prepare {} created",
                 opts.run_id
             );
@@ -130,12 +130,12 @@ fn write_results(
     let redactor = crate::report::Redactor::new(token.into_iter().collect());
     match crate::report::write_json(outcome, dir, run_id, "gate-verify.json", &redactor) {
         Ok(path) => say(&format!("result written to {}", path.display())),
-        Err(e) => eprintln!("warning: {e}"),
+        Err(e) => crate::say_err!("warning: {e}"),
     }
     let page = outcome.html(run_id, &format!("the cluster at {server}"));
     match crate::report::write_page(&page, dir, run_id, "gate-verify.html", &redactor) {
         Ok(path) => say(&format!("page written to {}", path.display())),
-        Err(e) => eprintln!("warning: {e}"),
+        Err(e) => crate::say_err!("warning: {e}"),
     }
 }
 
@@ -155,7 +155,7 @@ async fn verify(args: VerifyArgs) -> Result<i32, CommandError> {
         )));
     }
     if server != state.server {
-        eprintln!(
+        crate::say_err!(
             "warning: prepare talked to {}, verify talks to {server} (a new endpoint after the upgrade?)",
             state.server
         );
@@ -171,7 +171,9 @@ async fn verify(args: VerifyArgs) -> Result<i32, CommandError> {
     let token = match crate::trial::read_token(&client, &state.namespace).await {
         Ok(t) => Some(t),
         Err(e) => {
-            eprintln!("warning: {e}: the result file is written without the token's redaction");
+            crate::say_err!(
+                "warning: {e}: the result file is written without the token's redaction"
+            );
             None
         }
     };
@@ -186,10 +188,12 @@ async fn verify(args: VerifyArgs) -> Result<i32, CommandError> {
         Ended::Done(r) => r,
         Ended::Interrupted(signal) => {
             if args.keep || crate::platform::ownership::check_run_id(&state.run_id).is_err() {
-                eprintln!("{signal}: interrupted; the workspace and its objects are left in place");
+                crate::say_err!(
+                    "{signal}: interrupted; the workspace and its objects are left in place"
+                );
                 return Ok(crate::exit_code::INTERRUPTED);
             }
-            eprintln!(
+            crate::say_err!(
                 "{signal}: interrupted; removing what gate {} created",
                 state.run_id
             );

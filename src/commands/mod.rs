@@ -47,6 +47,8 @@ pub enum CommandError {
     GateState(#[from] crate::gate::StateError),
     #[error(transparent)]
     Options(#[from] crate::platform::options::OptionsError),
+    #[error("cannot install the signal handlers: {0}")]
+    Signals(#[source] std::io::Error),
     #[error("cannot {what}")]
     Io {
         what: &'static str,
@@ -74,7 +76,7 @@ impl CommandError {
             CommandError::Target(_) | CommandError::Runtime(_) => exit_code::TARGET,
             // A port in use is the caller's to change, not a bug in wsgate.
             CommandError::Sim(SimError::Bind { .. }) => exit_code::USAGE,
-            CommandError::Sim(_) => exit_code::INTERNAL,
+            CommandError::Sim(_) | CommandError::Signals(_) => exit_code::INTERNAL,
             // A temporary directory or a file that cannot be written is the machine's, not a
             // bug in wsgate.
             CommandError::Io { .. } => exit_code::OUTPUT,
@@ -129,17 +131,33 @@ pub async fn dispatch(command: Command) -> Result<i32, CommandError> {
     }
 }
 
-/// Waits for SIGINT or SIGTERM.
+/// SIGINT and SIGTERM, caught from the moment [`Interrupts::install`] returns (a signal
+/// before that ends the process, as it would without a handler).
+pub struct Interrupts {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Interrupts {
+    /// Installs the handlers now.
+    pub fn install() -> Result<Self, CommandError> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Interrupts {
+            term: signal(SignalKind::terminate()).map_err(CommandError::Signals)?,
+            int: signal(SignalKind::interrupt()).map_err(CommandError::Signals)?,
+        })
+    }
+
+    /// Waits for the next one; returns its name.
+    pub async fn recv(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.term.recv() => "SIGTERM",
+            _ = self.int.recv() => "SIGINT",
+        }
+    }
+}
+
+/// Waits for SIGINT or SIGTERM (handlers installed at the first poll).
 pub async fn interrupted() -> Result<&'static str, CommandError> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let io = |source| CommandError::Io {
-        what: "install the signal handlers",
-        source,
-    };
-    let mut term = signal(SignalKind::terminate()).map_err(io)?;
-    let mut int = signal(SignalKind::interrupt()).map_err(io)?;
-    Ok(tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
-    })
+    Ok(Interrupts::install()?.recv().await)
 }

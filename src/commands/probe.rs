@@ -75,7 +75,7 @@ async fn is_jupyter(client: &JupyterClient) -> Result<(), SessionError> {
 
 fn client_for(args: &ProbeArgs) -> Result<JupyterClient, SessionError> {
     if args.insecure_skip_tls_verify {
-        eprintln!(
+        crate::say_err!(
             "wsgate: WARNING: TLS certificate verification is OFF (--insecure-skip-tls-verify); \
              anyone on the path can read the token. Use this only against test servers."
         );

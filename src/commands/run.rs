@@ -118,7 +118,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
     };
     let resolved = config::load(&request)?;
     for w in &resolved.warnings {
-        eprintln!("warning: {w}");
+        crate::say_err!("warning: {w}");
     }
     let given = feature_source(&args);
     if args.dry_run {
@@ -153,8 +153,8 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
         message = sim_failed => {
             // The simulator stopped on its own (a controller panicked) and took its cluster
             // and every pod process with it: there is nothing left to clean up.
-            eprintln!("error: {message}");
-            eprintln!("error: the embedded simulator stopped; the run is abandoned (a bug in wsgate's simulator: please report it with this message)");
+            crate::say_err!("error: {message}");
+            crate::say_err!("error: the embedded simulator stopped; the run is abandoned (a bug in wsgate's simulator: please report it with this message)");
             let gpu_allocation = stop_sampler(sampler).await;
             write_reports(&ctx, &resolved, gpu_allocation, started_at, server, sim.as_ref(), crate::exit_code::INTERNAL);
             return Ok(crate::exit_code::INTERNAL);
@@ -268,10 +268,10 @@ fn summarize(outcome: &crate::bdd::SuiteOutcome, cfg: &config::Config, source: &
         outcome.skipped
     );
     for leak in &outcome.leaks {
-        eprintln!("leak: {leak}");
+        crate::say_err!("leak: {leak}");
     }
     if outcome.scenarios == 0 {
-        eprintln!(
+        crate::say_err!(
             "error: no scenario matched (tags: {}, name: {}): nothing ran, and a run of nothing \
              does not pass; check --tags and --name against the features in {source}",
             cfg.run.tags.as_deref().unwrap_or("(any)"),
@@ -292,7 +292,7 @@ async fn interrupted(
     server: String,
     sim: Option<SimHandle>,
 ) -> i32 {
-    eprintln!(
+    crate::say_err!(
         "{signal}: interrupted; removing what run {} created",
         ctx.run_id
     );
@@ -320,7 +320,7 @@ async fn interrupted(
         code,
     );
     for (_, leak) in ctx.leaks() {
-        eprintln!("leak: {} {:?}", leak.object, leak.outcome);
+        crate::say_err!("leak: {} {:?}", leak.object, leak.outcome);
     }
     if let Some(sim) = sim {
         sim.shutdown().await;
@@ -393,7 +393,7 @@ fn write_reports(
                 crate::say!("reports: {}/", first.display());
             }
         }
-        Err(e) => eprintln!("warning: cannot write the reports: {e}"),
+        Err(e) => crate::say_err!("warning: cannot write the reports: {e}"),
     }
 }
 

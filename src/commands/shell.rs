@@ -126,8 +126,8 @@ pub async fn sweep(client: &kube::Client, cfg: &Config, run_id: &str) -> Vec<Cle
 pub fn say_cleanup(results: &[CleanupResult]) {
     for r in results {
         match &r.outcome {
-            CleanupOutcome::Refused(why) => eprintln!("{why}"),
-            outcome if r.is_leak() => eprintln!("leak: {} {outcome:?}", r.object),
+            CleanupOutcome::Refused(why) => crate::say_err!("{why}"),
+            outcome if r.is_leak() => crate::say_err!("leak: {} {outcome:?}", r.object),
             _ => {}
         }
     }

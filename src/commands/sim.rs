@@ -1,6 +1,6 @@
 //! `wsgate sim`: the embedded simulator on its own, for kubectl and exploration.
 
-use super::{CommandError, interrupted};
+use super::{CommandError, Interrupts};
 use crate::cli::SimArgs;
 use crate::exit_code;
 use crate::sim::profile::SimProfile;
@@ -23,6 +23,8 @@ pub async fn sim(args: SimArgs) -> Result<i32, CommandError> {
             platform.profile = profile;
         }
     }
+    // Before the line that says how to stop it: a SIGTERM sent on reading it is caught.
+    let mut interrupts = Interrupts::install()?;
     let sim = SimHandle::start(options).await?;
     sim.write_kubeconfig(&args.kubeconfig)?;
     crate::say!(
@@ -36,15 +38,14 @@ pub async fn sim(args: SimArgs) -> Result<i32, CommandError> {
     );
     crate::say!("stop with Ctrl-C (SIGINT) or SIGTERM");
     tokio::select! {
-        signal = interrupted() => {
-            let signal = signal?;
+        signal = interrupts.recv() => {
             crate::say!("{signal}: shutting down the simulator");
             sim.shutdown().await;
             Ok(exit_code::SUCCESS)
         }
         message = sim.failed() => {
-            eprintln!("error: {message}");
-            eprintln!("error: the simulator stopped, and every pod process with it (a bug in wsgate's simulator: please report it with this message)");
+            crate::say_err!("error: {message}");
+            crate::say_err!("error: the simulator stopped, and every pod process with it (a bug in wsgate's simulator: please report it with this message)");
             Ok(exit_code::INTERNAL)
         }
     }

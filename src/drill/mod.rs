@@ -95,7 +95,6 @@ pub struct DrillReport {
 }
 
 impl DrillReport {
-    /// The workspaces that did not end Restored, with why.
     /// Whether a kernel-checked workspace was a false restore (the platform claimed a
     /// restore, the process state was lost): the drill then exits 14, as the gate and the
     /// suite do.
@@ -105,6 +104,7 @@ impl DrillReport {
             .any(|r| r.verdict.ends_with(FALSE_RESTORE_MARK))
     }
 
+    /// The workspaces that did not end Restored, with why.
     pub fn problems(&self) -> Vec<String> {
         self.results
             .iter()

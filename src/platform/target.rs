@@ -146,7 +146,7 @@ pub async fn cluster_config(target: &TargetConfig) -> Result<kube::Config, Targe
             "TLS verification of the API server is OFF (target.insecure_skip_tls_verify): \
              anyone on the network path can impersonate the cluster"
         );
-        eprintln!("WARNING: TLS verification of the API server is turned off");
+        crate::say_err!("WARNING: TLS verification of the API server is turned off");
         config.accept_invalid_certs = true;
     }
     Ok(config)

@@ -161,7 +161,7 @@ where
                         last_error,
                     });
                 }
-                eprintln!(
+                crate::say_err!(
                     "  waiting for {object} to {} ({}): {:.0}s of {:.0}s, now: {}",
                     wait.what,
                     wait.phase,

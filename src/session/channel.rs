@@ -268,17 +268,26 @@ impl KernelChannel {
         }
     }
 
-    /// Asks the kernel itself for its info and waits, within `budget`, for its
+    /// Asks the kernel itself for its info and waits until `deadline` for its
     /// `kernel_info_reply`: the moment the kernel (not only the server's websocket) answers.
-    pub async fn kernel_info(&mut self, budget: &Budget) -> Result<(), SessionError> {
+    /// `budget` names the wait in messages. A kernel that restarts or dies meanwhile is
+    /// `KernelDied`, as during a cell.
+    pub async fn kernel_info(
+        &mut self,
+        budget: &Budget,
+        deadline: Instant,
+    ) -> Result<(), SessionError> {
         let span = tracing::info_span!(crate::platform::wait::SPAN, on = "jupyter");
-        tracing::Instrument::instrument(self.kernel_info_unspanned(budget), span).await
+        tracing::Instrument::instrument(self.kernel_info_unspanned(budget, deadline), span).await
     }
 
-    async fn kernel_info_unspanned(&mut self, budget: &Budget) -> Result<(), SessionError> {
+    async fn kernel_info_unspanned(
+        &mut self,
+        budget: &Budget,
+        deadline: Instant,
+    ) -> Result<(), SessionError> {
         let options =
             ExecuteOptions::new(budget.limit).named("kernel_info", budget.name.to_string());
-        let deadline = Instant::now() + budget.limit;
         let (msg_id, frame) = wire::kernel_info_request(&self.session_id);
         self.socket
             .send(Message::Text(frame.into()))
@@ -286,14 +295,15 @@ impl KernelChannel {
             .map_err(|e| {
                 self.closed(&options, format!("sending kernel_info_request failed: {e}"))
             })?;
+        let mut last_state = "no reply yet".to_owned();
         loop {
-            let frame = tokio::time::timeout_at(deadline, self.socket.next()).await;
-            let text = match frame {
+            quick_ack(&self.socket);
+            let text = match tokio::time::timeout_at(deadline, self.socket.next()).await {
                 Err(_) => {
                     return Err(budget_error(
                         budget,
                         Some("kernel_info".to_owned()),
-                        "no kernel_info_reply".to_owned(),
+                        last_state,
                     ));
                 }
                 Ok(None) => {
@@ -302,15 +312,27 @@ impl KernelChannel {
                     );
                 }
                 Ok(Some(Err(e))) => return Err(self.closed(&options, e.to_string())),
+                Ok(Some(Ok(Message::Close(close)))) => {
+                    let reason = close
+                        .map(|c| format!("close frame {} {}", u16::from(c.code), c.reason))
+                        .unwrap_or_else(|| "close frame".to_owned());
+                    return Err(self.closed(&options, reason));
+                }
                 Ok(Some(Ok(Message::Text(text)))) => text,
                 Ok(Some(Ok(_))) => continue,
             };
-            if let Some(incoming) = wire::parse_frame(&text)
-                && incoming.msg_type() == "kernel_info_reply"
+            let Some(incoming) = wire::parse_frame(&text) else {
+                continue;
+            };
+            if let Some(event) = super::matcher::kernel_lost(&incoming) {
+                return Err(self.died(&options, event));
+            }
+            if incoming.msg_type() == "kernel_info_reply"
                 && incoming.parent_msg_id.as_deref() == Some(msg_id.as_str())
             {
                 return Ok(());
             }
+            last_state = format!("last message: {}", incoming.msg_type());
         }
     }
 

@@ -115,6 +115,33 @@ pub struct ReplyCollector {
     last_state: String,
 }
 
+/// What a message says about the kernel being gone, whatever request it answers: a
+/// `restarting`/`dead` status, or a `shutdown_reply` that did not come on the shell channel.
+pub fn kernel_lost(msg: &Incoming) -> Option<String> {
+    if let JupyterMessageContent::Status(status) = &msg.content {
+        match status.execution_state {
+            ExecutionState::Restarting | ExecutionState::AutoRestarting => {
+                return Some(format!(
+                    "restarted (the server reports `{}`)",
+                    status.execution_state.as_str()
+                ));
+            }
+            ExecutionState::Dead => return Some("died (the server reports `dead`)".to_owned()),
+            _ => {}
+        }
+    }
+    if let JupyterMessageContent::ShutdownReply(reply) = &msg.content
+        && msg.channel.as_deref() != Some("shell")
+    {
+        return Some(if reply.restart {
+            "was restarted through the REST API (shutdown_reply restart=true)".to_owned()
+        } else {
+            "was shut down (shutdown_reply)".to_owned()
+        });
+    }
+    None
+}
+
 impl ReplyCollector {
     /// A collector for the request `msg_id`.
     pub fn new(msg_id: impl Into<String>) -> Self {
@@ -140,27 +167,9 @@ impl ReplyCollector {
     pub fn feed(&mut self, msg: &Incoming) -> Step {
         if let JupyterMessageContent::Status(status) = &msg.content {
             self.last_state = status.execution_state.as_str().to_owned();
-            match status.execution_state {
-                ExecutionState::Restarting | ExecutionState::AutoRestarting => {
-                    return Step::KernelLost(format!(
-                        "restarted (the server reports `{}`)",
-                        status.execution_state.as_str()
-                    ));
-                }
-                ExecutionState::Dead => {
-                    return Step::KernelLost("died (the server reports `dead`)".to_owned());
-                }
-                _ => {}
-            }
         }
-        if let JupyterMessageContent::ShutdownReply(reply) = &msg.content
-            && msg.channel.as_deref() != Some("shell")
-        {
-            return Step::KernelLost(if reply.restart {
-                "was restarted through the REST API (shutdown_reply restart=true)".to_owned()
-            } else {
-                "was shut down (shutdown_reply)".to_owned()
-            });
+        if let Some(event) = kernel_lost(msg) {
+            return Step::KernelLost(event);
         }
         if msg.parent_msg_id.as_deref() != Some(self.msg_id.as_str()) {
             return Step::Pending;

@@ -245,10 +245,12 @@ pub async fn collect_evidence_stamped(
     };
 
     let result = async {
+        // One connect budget for the socket and the kernel's own answer.
+        let deadline = tokio::time::Instant::now() + budgets.connect.limit;
         let mut ch = KernelChannel::connect_within(client, &asked_id, &budgets.connect).await?;
         // The kernel itself answered (jupyter_server may open the socket without it, after
         // its kernel_info_timeout).
-        ch.kernel_info(&budgets.connect).await?;
+        ch.kernel_info(&budgets.connect, deadline).await?;
         stamps.kernel_answered = Some(Utc::now());
         let kernel = kernel_evidence(&mut ch, &asked_id, plan, &values, budgets).await?;
         stamps.first_cell_done = Some(Utc::now());

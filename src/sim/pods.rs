@@ -260,7 +260,7 @@ impl PodProcesses {
     fn tell_tokenless(&self) {
         use std::sync::atomic::Ordering;
         if self.auth == ServerAuth::None && !self.told_tokenless.swap(true, Ordering::SeqCst) {
-            eprintln!("{TOKENLESS_NOTICE}");
+            crate::say_err!("{TOKENLESS_NOTICE}");
         }
     }
 

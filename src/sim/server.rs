@@ -210,6 +210,11 @@ impl SimHandle {
                 store.add_admission(Box::new(controllers::quota::admit));
                 store.add_mutation(Box::new(super::admission::mutate));
                 store.add_mutation(Box::new(controllers::addon::webhook::mutate));
+                let held = truth.clone();
+                store.add_mutation(Box::new(move |kind, old, new, _| {
+                    controllers::addon::webhook::note_held(&held, kind, old, new);
+                    Ok(())
+                }));
                 store.enable_graceful_pod_deletion();
                 let ctx = Ctx {
                     store: store.clone(),

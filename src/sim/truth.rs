@@ -29,7 +29,7 @@ pub enum Transition {
     SnapshotDeleted,
     WorkspaceState,
     /// The add-on's webhook held a pause: the Workspace's `checkpoint-state` became
-    /// `Checkpointing` (recorded as the write that carried it is committed).
+    /// `Checkpointing` (recorded in the admission of the write that carried it).
     PauseHeld,
 }
 

@@ -1708,7 +1708,9 @@ async fn inside_the_tenant_namespaces_a_pause_checkpoints() {
 /// first look, with no drain to wait for.
 #[tokio::test]
 async fn a_deleted_workspace_without_snapshots_retires_its_policy_at_once() {
-    let sim = crate::common::start_platform(|p| p.timing.addon_drain_interval_ms = 100).await;
+    // A drain interval longer than the wait below: a policy that went through the drain
+    // (a second look) would still be there when the wait runs out.
+    let sim = crate::common::start_platform(|p| p.timing.addon_drain_interval_ms = 60_000).await;
     let a = apis(&sim).await;
     create_workspace(&a, &sim, "never", "").await;
     wait_for(&a.ws, "never", "Running", in_state(WorkspaceState::Running)).await;

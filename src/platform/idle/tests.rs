@@ -131,6 +131,10 @@ fn selectors_follow_label_selector_semantics() {
     assert_eq!(expr("Exists", json!([])), Ok(true));
     assert_eq!(expr("DoesNotExist", json!([])), Ok(false));
     assert!(expr("In", json!([])).is_err(), "In needs values");
+    // As the API server reads a LabelSelector: a null matchLabels is absent, a
+    // matchExpressions that is not a list is not a selector.
+    assert_eq!(m(json!({"matchLabels": null})), Ok(true));
+    assert!(m(json!({"matchExpressions": {"key": "a"}})).is_err());
     assert!(expr("Near", json!(["1"])).is_err());
     let bad = pause_rule(
         "k",

@@ -69,7 +69,6 @@ pub async fn handle(
         (Method::PUT, Some(name)) => {
             let obj = parse_body(headers, &body)?;
             let name = name.to_string();
-            let before = state.store.find(kind, ns.as_deref(), &name);
             let out = state.store.modify(
                 kind,
                 ns.as_deref(),
@@ -95,13 +94,11 @@ pub async fn handle(
                     Ok(obj)
                 },
             )?;
-            note_held_pause(state, before.as_deref(), &out, q.dry_run);
             Ok(json_response(StatusCode::OK, &out))
         }
         (Method::PATCH, Some(name)) => {
             let ct = header_str(headers, header::CONTENT_TYPE).unwrap_or("");
             let ptype = PatchType::from_content_type(ct, kind)?;
-            let before = state.store.find(kind, ns.as_deref(), name);
             let result =
                 state
                     .store
@@ -121,10 +118,7 @@ pub async fn handle(
                         Ok(next)
                     });
             match result {
-                Ok(out) => {
-                    note_held_pause(state, before.as_deref(), &out, q.dry_run);
-                    Ok(json_response(StatusCode::OK, &out))
-                }
+                Ok(out) => Ok(json_response(StatusCode::OK, &out)),
                 Err(e) if e.code == 404 && ptype == PatchType::Apply && !status_write => {
                     // Server-side apply creates what does not exist yet.
                     let mut obj = patch::parse_apply_body(&body)?;
@@ -334,26 +328,4 @@ fn other_uid(current: &Value, desired: &Value) -> Option<String> {
     let want = desired.pointer("/metadata/uid").and_then(Value::as_str)?;
     let have = current.pointer("/metadata/uid").and_then(Value::as_str);
     (!want.is_empty() && Some(want) != have).then(|| want.to_owned())
-}
-
-/// Ground truth for the add-on's webhook, which runs inside this write: when a Workspace's
-/// `checkpoint-state` turns `Checkpointing` (a pause held), the moment it is committed is
-/// recorded, so the harness's `Checkpointing` mark can be measured against it.
-fn note_held_pause(state: &State, before: Option<&Value>, after: &Value, dry_run: bool) {
-    use crate::platform::names::CHECKPOINT_STATE;
-    use crate::sim::json::{annotation, name_of, str_at};
-    let held = |o: Option<&Value>| {
-        o.and_then(|o| annotation(o, CHECKPOINT_STATE)) == Some("Checkpointing")
-    };
-    if dry_run || str_at(after, "/kind") != Some("Workspace") || held(before) || !held(Some(after))
-    {
-        return;
-    }
-    state.truth.record(
-        crate::sim::truth::Transition::PauseHeld,
-        str_at(after, "/metadata/namespace"),
-        name_of(after),
-        None,
-        None,
-    );
 }

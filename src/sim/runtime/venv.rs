@@ -166,7 +166,7 @@ fn is_ready(paths: &VenvPaths, wanted_stamp: &str) -> bool {
 
 fn build(paths: &VenvPaths, interpreter: &str) -> Result<(), VenvError> {
     let started = Instant::now();
-    eprintln!(
+    crate::say_err!(
         "wsgate: building the simulator's Python environment in {} (once; about 30 s)",
         paths.root.display()
     );
@@ -191,7 +191,7 @@ fn build(paths: &VenvPaths, interpreter: &str) -> Result<(), VenvError> {
     let requirements = paths.root.join("requirements.txt");
     fs::write(&requirements, REQUIREMENTS_TXT).map_err(io_err("write", &requirements))?;
     let requirements = requirements.as_path();
-    eprintln!(
+    crate::say_err!(
         "wsgate: venv created; pip install -r {}",
         requirements.display()
     );
@@ -234,7 +234,7 @@ fn build(paths: &VenvPaths, interpreter: &str) -> Result<(), VenvError> {
             output_tail: tail(&out),
         });
     }
-    eprintln!(
+    crate::say_err!(
         "wsgate: simulator venv ready in {:.1} s",
         started.elapsed().as_secs_f64()
     );
@@ -314,7 +314,7 @@ fn lock_exclusive(path: &Path) -> Result<FileLock, VenvError> {
         .map_err(io_err("open", path))?;
     // SAFETY: flock on a file descriptor we own; no memory is shared with the kernel.
     if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        eprintln!(
+        crate::say_err!(
             "wsgate: waiting for another process that is building {}",
             path.parent().unwrap_or(path).display()
         );

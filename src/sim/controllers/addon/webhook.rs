@@ -208,6 +208,30 @@ pub fn workspace_pod<'a, P: std::ops::Deref<Target = Value>>(
         .copied()
 }
 
+/// Ground truth for the held pause: run after [`mutate`] in the same admission (under the
+/// store's lock, so `old` is what the write replaces), it records the moment a Workspace's
+/// `checkpoint-state` turns `Checkpointing`, whoever wrote the pause (a client, or the
+/// workspace controller's idle pause). Admission comes just before the commit; a dry run,
+/// or a write refused after admission, would leave a record of a hold that did not happen
+/// (no test or bench does either).
+pub fn note_held(
+    truth: &crate::sim::truth::Truth,
+    kind_info: &KindInfo,
+    old: Option<&Value>,
+    new: &Value,
+) {
+    let held = |o: &Value| annotation(o, CHECKPOINT_STATE) == Some("Checkpointing");
+    if kind_info.kind == "Workspace" && old.is_some_and(|o| !held(o)) && held(new) {
+        truth.record(
+            crate::sim::truth::Transition::PauseHeld,
+            str_at(new, "/metadata/namespace"),
+            name_of(new),
+            None,
+            None,
+        );
+    }
+}
+
 fn on_workspace_update(old: &Value, new: &mut Value, list: Lister<'_>) {
     let was = old.pointer("/spec/paused") == Some(&json!(true));
     let now = new.pointer("/spec/paused") == Some(&json!(true));
