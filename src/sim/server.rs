@@ -256,11 +256,18 @@ impl SimHandle {
         };
         let app = api::router(state);
         let server = axum_server::Handle::new();
-        let srv = axum_server::from_tcp_rustls(listener, config)
+        // TCP_NODELAY on every accepted connection, as Go's net package sets it on every
+        // TCP connection (net/tcpsock.go, newTCPConn) and so the real API server has it: a
+        // watch event written in pieces then reaches the client at once, not after the
+        // client's delayed ACK (about 40 ms).
+        let acceptor = axum_server::tls_rustls::RustlsAcceptor::new(config)
+            .acceptor(axum_server::accept::NoDelayAcceptor::new());
+        let srv = axum_server::from_tcp(listener)
             .map_err(|source| SimError::Bind {
                 port: opts.port,
                 source,
             })?
+            .acceptor(acceptor)
             .handle(server.clone());
         tokio::spawn(async move {
             if let Err(e) = srv.serve(app.into_make_service()).await {

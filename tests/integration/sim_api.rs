@@ -560,3 +560,49 @@ async fn unauthenticated_and_wrong_token_get_401() {
         "{err:?}"
     );
 }
+
+/// The server side of every API connection has TCP_NODELAY, as Go's net package gives
+/// every TCP connection of the real API server (net/tcpsock.go, newTCPConn): a watch event
+/// written in pieces is not held back until the client's delayed ACK. The simulator runs in
+/// this process, so its accepted sockets are among this process's descriptors.
+#[tokio::test]
+async fn api_connections_have_tcp_nodelay_like_a_go_server() {
+    let sim = start_sim().await;
+    let port: u16 = sim.url().rsplit(':').next().unwrap().parse().unwrap();
+    let client = crate::common::raw_client(&sim);
+    // Keeps a connection open (reqwest pools it) while the descriptors are read.
+    let r = client
+        .get(format!("{}/version", sim.url()))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    let int_opt = |fd: i32, level: i32, name: i32| {
+        let mut v: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: getsockopt writes at most `len` bytes into `v`, a c_int.
+        let rc = unsafe { libc::getsockopt(fd, level, name, (&raw mut v).cast(), &mut len) };
+        (rc == 0).then_some(v)
+    };
+    let mut accepted = Vec::new();
+    for entry in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
+        let Ok(fd) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        // SAFETY: getsockname writes at most `len` bytes into a sockaddr_in.
+        let mut addr: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        let rc = unsafe { libc::getsockname(fd, (&raw mut addr).cast(), &mut len) };
+        if rc != 0 || i32::from(addr.sin_family) != libc::AF_INET {
+            continue;
+        }
+        let listening = int_opt(fd, libc::SOL_SOCKET, libc::SO_ACCEPTCONN) == Some(1);
+        if u16::from_be(addr.sin_port) == port && !listening {
+            accepted.push((fd, int_opt(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY)));
+        }
+    }
+    assert!(!accepted.is_empty(), "no accepted connection found");
+    for (fd, nodelay) in accepted {
+        assert_eq!(nodelay, Some(1), "fd {fd}: TCP_NODELAY off");
+    }
+}
