@@ -465,19 +465,7 @@ mod tests {
     }
 
     fn with_verdict(mut s: ScenarioReport, false_restore: bool) -> ScenarioReport {
-        use crate::verdict::{Contradiction, FilesState, ProcessState, Verdict, VerdictKind};
-        s.verdict = Some(Verdict {
-            kind: VerdictKind::FreshSession,
-            process: ProcessState::Fresh,
-            files: FilesState::Intact,
-            reason: None,
-            decided_by: Vec::new(),
-            contradictions: if false_restore {
-                vec![Contradiction::PlatformClaimsRestoreButNonceGone]
-            } else {
-                Vec::new()
-            },
-        });
+        s.verdict = Some(crate::report::test_support::fresh_session(false_restore));
         s
     }
 

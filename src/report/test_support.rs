@@ -8,7 +8,13 @@ use crate::verdict::{Contradiction, FilesState, ProcessState, Verdict, VerdictKi
 pub fn kernel_dies_scenario(claimed: bool) -> ScenarioReport {
     let mut s = ScenarioReport::new("Pause", "kernel dies");
     s.status = ScenarioStatus::Failed;
-    s.verdict = Some(Verdict {
+    s.verdict = Some(fresh_session(claimed));
+    s
+}
+
+/// A FreshSession verdict, a false restore when the platform `claimed` one.
+pub fn fresh_session(claimed: bool) -> Verdict {
+    Verdict {
         kind: VerdictKind::FreshSession,
         process: ProcessState::Fresh,
         files: FilesState::Intact,
@@ -19,8 +25,7 @@ pub fn kernel_dies_scenario(claimed: bool) -> ScenarioReport {
         } else {
             Vec::new()
         },
-    });
-    s
+    }
 }
 
 /// A run of one scenario.

@@ -1012,52 +1012,27 @@ async fn a_closed_pipe_or_a_full_disk_never_stops_a_drill_before_it_cleans_up() 
 /// (`unexpected argument '-5' found`), for every flag that takes a number or a duration.
 #[test]
 fn negative_numbers_are_values_refused_with_their_range() {
-    let cases: &[(&[&str], &str)] = &[
+    let probe = |flag: &'static str, value: &'static str| -> Vec<&'static str> {
+        let base = [
+            "probe",
+            "mark",
+            "--url",
+            "http://127.0.0.1:9",
+            "--state",
+            "s",
+        ];
+        base.into_iter().chain([flag, value]).collect()
+    };
+    let cases: Vec<(Vec<&str>, &str)> = vec![
         (
-            &["cost", "--idle-periods", "-5h", "r.json"],
+            vec!["cost", "--idle-periods", "-5h", "r.json"],
             "`-5h` is not a duration",
         ),
+        (probe("--connect-budget", "-5s"), "`-5s` is not a duration"),
+        (probe("--cell-budget", "-1"), "`-1` is not a duration"),
+        (probe("--model-budget", "-1m"), "`-1m` is not a duration"),
         (
-            &[
-                "probe",
-                "mark",
-                "--url",
-                "http://127.0.0.1:9",
-                "--state",
-                "s",
-                "--connect-budget",
-                "-5s",
-            ],
-            "`-5s` is not a duration",
-        ),
-        (
-            &[
-                "probe",
-                "mark",
-                "--url",
-                "http://127.0.0.1:9",
-                "--state",
-                "s",
-                "--cell-budget",
-                "-1",
-            ],
-            "`-1` is not a duration",
-        ),
-        (
-            &[
-                "probe",
-                "mark",
-                "--url",
-                "http://127.0.0.1:9",
-                "--state",
-                "s",
-                "--model-budget",
-                "-1m",
-            ],
-            "`-1m` is not a duration",
-        ),
-        (
-            &[
+            vec![
                 "report",
                 "--compare",
                 "a.json",
@@ -1068,7 +1043,7 @@ fn negative_numbers_are_values_refused_with_their_range() {
             "\"-5\" is not a non-negative number",
         ),
         (
-            &[
+            vec![
                 "report",
                 "--compare",
                 "a.json",
@@ -1078,18 +1053,21 @@ fn negative_numbers_are_values_refused_with_their_range() {
             ],
             "\"-5\" is not a non-negative number",
         ),
-        (&["sim", "--port", "-1"], "-1 is not a port"),
-        (&["sim", "--port", "70000"], "70000 is not a port"),
-        (&["drill", "--workspaces", "-3"], "-3 is not a whole number"),
-        (&["drill", "--sample", "-1"], "-1 is not a whole number"),
-        (&["drill", "--gpus", "-1"], "-1 is not in"),
+        (vec!["sim", "--port", "-1"], "-1 is not a port"),
+        (vec!["sim", "--port", "70000"], "70000 is not a port"),
         (
-            &["gate", "prepare", "--expires-in-hours", "-1"],
+            vec!["drill", "--workspaces", "-3"],
+            "-3 is not a whole number",
+        ),
+        (vec!["drill", "--sample", "-1"], "-1 is not a whole number"),
+        (vec!["drill", "--gpus", "-1"], "-1 is not in"),
+        (
+            vec!["gate", "prepare", "--expires-in-hours", "-1"],
             "--expires-in-hours",
         ),
     ];
     for (args, says) in cases {
-        let o = wsgate_within(30, args, &[]);
+        let o = wsgate_within(30, &args, &[]);
         assert_code(&o, wsgate::exit_code::USAGE, says);
         assert!(
             !text(&o).contains("unexpected argument"),

@@ -184,6 +184,18 @@ async fn apis(sim: &SimHandle) -> Apis {
 
 /// A PVC and a snapshot-enabled GPU Workspace, with optional per-object faults.
 async fn create_workspace(a: &Apis, sim: &SimHandle, name: &str, faults: &str) {
+    let options = ("jupyterlab-resumable", "jupyterlab-gpu", "gpu_t4_spot");
+    create_workspace_of(a, sim, name, faults, options).await;
+}
+
+/// A PVC and a Workspace of `(kind, imageConfig, podConfig)`, with optional faults.
+async fn create_workspace_of(
+    a: &Apis,
+    sim: &SimHandle,
+    name: &str,
+    faults: &str,
+    (kind, image, pod_config): (&str, &str, &str),
+) {
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(sim.client().await.unwrap(), NS);
     let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
         "metadata": {"name": format!("{name}-home")},
@@ -197,9 +209,9 @@ async fn create_workspace(a: &Apis, sim: &SimHandle, name: &str, faults: &str) {
     }
     let w: Workspace = serde_json::from_value(json!({
         "metadata": {"name": name, "annotations": annotations},
-        "spec": {"paused": false, "kind": "jupyterlab-resumable", "podTemplate": {
+        "spec": {"paused": false, "kind": kind, "podTemplate": {
             "volumes": {"home": format!("{name}-home")},
-            "options": {"imageConfig": "jupyterlab-gpu", "podConfig": "gpu_t4_spot"}}}
+            "options": {"imageConfig": image, "podConfig": pod_config}}}
     }))
     .unwrap();
     a.ws.create(&PostParams::default(), &w).await.unwrap();
@@ -1583,21 +1595,8 @@ async fn a_tpu_workspace_of_an_enabled_kind_is_never_snapshotted() {
     );
     let kind: WorkspaceKind = serde_json::from_value(kind).unwrap();
     kinds.create(&PostParams::default(), &kind).await.unwrap();
-    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), NS);
-    let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
-        "metadata": {"name": "tpu-home"},
-        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
-    }))
-    .unwrap();
-    pvcs.create(&PostParams::default(), &pvc).await.unwrap();
-    let w: Workspace = serde_json::from_value(json!({
-        "metadata": {"name": "tpu"},
-        "spec": {"paused": false, "kind": "jupyterlab-resumable-tpu", "podTemplate": {
-            "volumes": {"home": "tpu-home"},
-            "options": {"imageConfig": "jupyterlab-cpu", "podConfig": "tpu_1"}}}
-    }))
-    .unwrap();
-    a.ws.create(&PostParams::default(), &w).await.unwrap();
+    let options = ("jupyterlab-resumable-tpu", "jupyterlab-cpu", "tpu_1");
+    create_workspace_of(&a, &sim, "tpu", "", options).await;
     wait_for(&a.ws, "tpu", "Running", in_state(WorkspaceState::Running)).await;
     let pod = workspace_pod(&a, "tpu").await;
     let spec = serde_json::to_value(pod.spec.as_ref().unwrap()).unwrap();
@@ -1653,21 +1652,8 @@ async fn a_gpu_best_available_workspace_runs_on_a_node_of_that_class() {
     .await;
     let a = apis(&sim).await;
     let client = sim.client().await.unwrap();
-    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), NS);
-    let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
-        "metadata": {"name": "vs-home"},
-        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
-    }))
-    .unwrap();
-    pvcs.create(&PostParams::default(), &pvc).await.unwrap();
-    let w: Workspace = serde_json::from_value(json!({
-        "metadata": {"name": "vs"},
-        "spec": {"paused": false, "kind": "codeserver", "podTemplate": {
-            "volumes": {"home": "vs-home"},
-            "options": {"imageConfig": "codeserver-python-gpu", "podConfig": "gpu_best_available"}}}
-    }))
-    .unwrap();
-    a.ws.create(&PostParams::default(), &w).await.unwrap();
+    let options = ("codeserver", "codeserver-python-gpu", "gpu_best_available");
+    create_workspace_of(&a, &sim, "vs", "", options).await;
     wait_for(&a.ws, "vs", "Running", in_state(WorkspaceState::Running)).await;
     let pod = workspace_pod(&a, "vs").await;
     let node_name = pod.spec.as_ref().unwrap().node_name.clone().unwrap();
