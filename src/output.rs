@@ -1,13 +1,15 @@
 //! Standard output that may close under us: `wsgate … | head -1`, or a full disk.
 //!
 //! Rust ignores SIGPIPE, so a write to a closed pipe fails with `BrokenPipe`, and `println!`
-//! panics on any write error. Two pieces keep that from becoming a panic (exit 101):
+//! panics on any write error. These pieces keep that from becoming a panic (exit 101):
 //! - [`Stdout`], a writer for long output (the suite's progress): after the reader has gone
 //!   it drops the rest quietly, so the run goes on, cleans up and exits with its own code;
 //! - [`say!`](crate::say), for every command that creates, changes or deletes objects (`run`,
-//!   `drill`, `gate`, `probe`, `janitor`, `sim`) and the suite's steps: a line goes through
-//!   [`Stdout`], so a closed pipe or a full disk never stops such a command half-way, before
-//!   it has cleaned up (a full disk is said once on standard error);
+//!   `drill`, `gate`, `probe`, `janitor`, `sim`) and the suite's steps: a line is written in
+//!   one piece and, like [`Stdout`], dropped once the reader has gone, so a closed pipe or a
+//!   full disk never stops such a command half-way, before it has cleaned up (a full disk is
+//!   said once on standard error and makes `main` exit `OUTPUT` at the end, [`stdout_failed`]);
+//! - [`say_err!`](crate::say_err), the same for every line on standard error;
 //! - [`install_panic_hook`], for the read-only commands' plain `println!` (`report`, `cost`,
 //!   `status`, `doctor`, `run --dry-run`): a failed print to stdout ends the process with
 //!   [`crate::exit_code::PIPE_CLOSED`] (a closed pipe, quietly) or
@@ -20,8 +22,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 static CLOSED: AtomicBool = AtomicBool::new(false);
 static FAILED_SAID: AtomicBool = AtomicBool::new(false);
 
-/// Prints a line (like `println!`) through [`Stdout`](crate::output::Stdout), for a command
-/// that must go on to clean up whatever happens to its output.
+/// Prints a line (like `println!`) that never panics (see [`say_line`]), for a command that
+/// must go on to clean up whatever happens to its output.
 #[macro_export]
 macro_rules! say {
     () => {
