@@ -14,7 +14,7 @@
 //! | 13   | `BUDGET`              | a named budget ran out (the message names the phase)                |
 //! | 14   | `FALSE_RESTORE`       | the platform claimed a restore but the process state was lost       |
 //! | 70   | `INTERNAL`            | a bug in wsgate: please report it                                   |
-//! | 74   | `OUTPUT`              | standard output or a temporary directory could not be written      |
+//! | 74   | `OUTPUT`              | standard output, a temporary directory or the reports directory could not be written |
 //! | 130  | `INTERRUPTED`         | interrupted by SIGINT or SIGTERM (cleanup still ran)                |
 //! | 141  | `PIPE_CLOSED`         | standard output's reader went away (`… | head`); what a shell shows for SIGPIPE |
 

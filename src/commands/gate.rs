@@ -160,6 +160,9 @@ async fn verify(args: VerifyArgs) -> Result<i32, CommandError> {
             state.server
         );
     }
+    crate::report::check_reports_dir(&cfg.reports.dir).map_err(|e| {
+        CommandError::writing_reports(e, "--reports (or reports.dir) before verify starts")
+    })?;
     say(&format!(
         "verifying the release gate {} (prepared {}) on workspace {}/{}",
         state.run_id,

@@ -49,6 +49,13 @@ pub enum CommandError {
     Options(#[from] crate::platform::options::OptionsError),
     #[error("cannot install the signal handlers: {0}")]
     Signals(#[source] std::io::Error),
+    /// A directory for reports that cannot be written (`flag` names where to choose another).
+    #[error("{source}: choose another {flag}")]
+    ReportsDir {
+        #[source]
+        source: crate::report::ReportError,
+        flag: &'static str,
+    },
     #[error("cannot {what}")]
     Io {
         what: &'static str,
@@ -64,6 +71,17 @@ impl From<crate::trial::TrialError> for CommandError {
 }
 
 impl CommandError {
+    /// `e` as a reports directory that cannot be written when it is one (the machine's,
+    /// exit 74), as the caller's input otherwise; `flag` names where to choose another.
+    pub(crate) fn writing_reports(e: crate::report::ReportError, flag: &'static str) -> Self {
+        match e {
+            e @ crate::report::ReportError::Io { .. } => {
+                CommandError::ReportsDir { source: e, flag }
+            }
+            e => CommandError::Report(e),
+        }
+    }
+
     /// The process exit code for this error (see [`crate::exit_code`]).
     pub fn exit_code(&self) -> i32 {
         match self {
@@ -79,7 +97,7 @@ impl CommandError {
             CommandError::Sim(_) | CommandError::Signals(_) => exit_code::INTERNAL,
             // A temporary directory or a file that cannot be written is the machine's, not a
             // bug in wsgate.
-            CommandError::Io { .. } => exit_code::OUTPUT,
+            CommandError::Io { .. } | CommandError::ReportsDir { .. } => exit_code::OUTPUT,
             CommandError::Probe(e) => e.exit_code(),
             CommandError::Trial(e) => e.exit_code(),
             CommandError::GateState(_) => exit_code::USAGE,
@@ -155,9 +173,4 @@ impl Interrupts {
             _ = self.int.recv() => "SIGINT",
         }
     }
-}
-
-/// Waits for SIGINT or SIGTERM (handlers installed at the first poll).
-pub async fn interrupted() -> Result<&'static str, CommandError> {
-    Ok(Interrupts::install()?.recv().await)
 }

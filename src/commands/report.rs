@@ -29,7 +29,9 @@ pub async fn run(args: ReportArgs) -> Result<i32, CommandError> {
             .unwrap_or_else(|| PathBuf::from(".")),
     };
     print!("{}", phase_table(&report));
-    for path in write_rendered(&report, &dir, &Redactor::none())? {
+    let written = write_rendered(&report, &dir, &Redactor::none())
+        .map_err(|e| CommandError::writing_reports(e, "--out"))?;
+    for path in written {
         println!("wrote {}", path.display());
     }
     Ok(exit_code::SUCCESS)

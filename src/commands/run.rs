@@ -129,6 +129,9 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
     let (features, shipped_dir) = features_to_run(given)?;
     // Check the features before anything is started or created.
     crate::bdd::features::check(&features).map_err(crate::bdd::SuiteError::Features)?;
+    crate::report::check_reports_dir(&cfg.reports.dir).map_err(|e| {
+        CommandError::writing_reports(e, "--reports (or reports.dir) before the run starts")
+    })?;
     let target = open_target(&mut cfg).await?;
     let Target {
         client,
@@ -140,6 +143,8 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
     crate::say!("run id: {}", ctx.run_id);
     let started_at = chrono::Utc::now();
     let suite_options = crate::bdd::runner::SuiteOptions { features };
+    // Caught from here on: the suite's first request comes after this line.
+    let mut interrupts = super::Interrupts::install()?;
     let sampler = sample_gpus(ctx.client.clone());
     let suite = crate::bdd::run(ctx.clone(), &suite_options);
     let sim_failed = async {
@@ -159,13 +164,12 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
             write_reports(&ctx, &resolved, gpu_allocation, started_at, server, sim.as_ref(), crate::exit_code::INTERNAL);
             return Ok(crate::exit_code::INTERNAL);
         }
-        signal = super::interrupted() => {
-            let signal = signal?;
+        signal = interrupts.recv() => {
             return Ok(interrupted(signal, &ctx, &resolved, sampler, started_at, server, sim).await);
         }
     };
     let gpu_allocation = stop_sampler(sampler).await;
-    write_reports(
+    let written = write_reports(
         &ctx,
         &resolved,
         gpu_allocation,
@@ -182,7 +186,11 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
     if let Some(sim) = sim {
         sim.shutdown().await;
     }
-    Ok(outcome.exit_code())
+    // A run that passed but lost its reports (the disk filled up during the run) says so.
+    match outcome.exit_code() {
+        crate::exit_code::SUCCESS if !written => Ok(crate::exit_code::OUTPUT),
+        code => Ok(code),
+    }
 }
 
 /// The run's context: a new run id and Jupyter token (`WSGATE_JUPYTER_TOKEN` pins it: tests
@@ -329,8 +337,9 @@ async fn interrupted(
 }
 
 /// Writes every report format under `reports/<run-id>/`, with the run's secrets redacted,
-/// and prints the phase table. A report that cannot be written is a warning: the run's
-/// outcome stands.
+/// and prints the phase table. A report that cannot be written is said on standard error and
+/// the run's outcome stands, except that a run that passed then exits 74; returns whether the
+/// reports were written.
 fn write_reports(
     ctx: &crate::bdd::RunContext,
     resolved: &Resolved,
@@ -339,7 +348,7 @@ fn write_reports(
     server: String,
     sim: Option<&SimHandle>,
     exit_code: i32,
-) {
+) -> bool {
     use crate::report::{
         CleanupEntry, Redactor, RunReport, TargetInfo, TargetKind as ReportTarget,
     };
@@ -392,8 +401,12 @@ fn write_reports(
             if let Some(first) = files.first().and_then(|f| f.parent()) {
                 crate::say!("reports: {}/", first.display());
             }
+            true
         }
-        Err(e) => crate::say_err!("warning: cannot write the reports: {e}"),
+        Err(e) => {
+            crate::say_err!("error: cannot write the reports: {e}");
+            false
+        }
     }
 }
 

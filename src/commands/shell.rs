@@ -104,11 +104,14 @@ pub enum Ended<T> {
     Interrupted(&'static str),
 }
 
-/// Runs `work` until it ends or SIGINT/SIGTERM arrives.
+/// Runs `work` until it ends or SIGINT/SIGTERM arrives. The handlers are installed before
+/// `work` is first polled, so a signal after its first request is never lost.
 pub async fn until_interrupted<T>(work: impl Future<Output = T>) -> Result<Ended<T>, CommandError> {
+    let mut interrupts = super::Interrupts::install()?;
     tokio::select! {
+        biased;
+        signal = interrupts.recv() => Ok(Ended::Interrupted(signal)),
         r = work => Ok(Ended::Done(r)),
-        signal = super::interrupted() => Ok(Ended::Interrupted(signal?)),
     }
 }
 

@@ -144,6 +144,20 @@ fn check_run_id(run_id: &str) -> Result<(), ReportError> {
     }
 }
 
+/// Checks, before a command starts its work, that `dir` can take its reports: creates it and
+/// writes and removes a file in it, so that a run of an hour never ends with reports it
+/// cannot write.
+pub fn check_reports_dir(dir: &Path) -> Result<(), ReportError> {
+    create_dir(dir)?;
+    let probe = dir.join(format!(".wsgate-write-check-{}", std::process::id()));
+    write_file(&probe, "")?;
+    std::fs::remove_file(&probe).map_err(|source| ReportError::Io {
+        action: "remove",
+        path: probe.clone(),
+        source,
+    })
+}
+
 fn create_dir(dir: &Path) -> Result<(), ReportError> {
     std::fs::create_dir_all(dir).map_err(|source| ReportError::Io {
         action: "create the report directory",

@@ -2,7 +2,6 @@
 //! code and a message that says what to do, never a panic (101) or a hang. Each command
 //! runs under `timeout`, so a hang fails the test instead of stalling it.
 
-use std::net::TcpListener;
 use std::process::Output;
 
 use crate::common::text;
@@ -27,22 +26,9 @@ fn assert_code(o: &Output, code: i32, says: &str) {
     assert!(!out.contains("panicked"), "{out}");
 }
 
-/// A server that takes TCP connections and never answers: each connection is held open.
-fn silent_server() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for c in l.incoming().flatten() {
-            held.push(c);
-        }
-    });
-    port
-}
-
 #[test]
 fn an_api_server_that_never_answers_is_named_within_the_response_timeout() {
-    let port = silent_server();
+    let port = crate::common::silent_server();
     let dir = tempfile::tempdir().unwrap();
     let kc = dir.path().join("kc.yaml");
     std::fs::write(
@@ -63,7 +49,7 @@ fn an_api_server_that_never_answers_is_named_within_the_response_timeout() {
 
 #[test]
 fn a_jupyter_url_that_never_answers_ends_within_the_connect_budget() {
-    let port = silent_server();
+    let port = crate::common::silent_server();
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("probe.json").display().to_string();
     let url = format!("http://127.0.0.1:{port}/");
@@ -168,25 +154,6 @@ fn values_of_64_kib_and_more_are_read_or_refused_not_panics() {
 
 /// A server that answers every request with a 404 page, as a web server that is not
 /// Jupyter does.
-fn not_jupyter_server() -> u16 {
-    use std::io::{Read, Write};
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for mut c in l.incoming().flatten() {
-            let mut buf = [0u8; 4096];
-            let _ = c.read(&mut buf);
-            let body = "<html><body>Not Found</body></html>";
-            let _ = write!(
-                c,
-                "HTTP/1.1 404 Not Found\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    port
-}
-
 #[tokio::test]
 async fn unclear_cases_say_what_to_do() {
     // A kubeconfig whose CA is another server's: the certificate is named, not "unreachable".
@@ -269,7 +236,7 @@ async fn unclear_cases_say_what_to_do() {
     assert_code(&o, wsgate::exit_code::USAGE, "add --target cluster");
 
     // A URL that answers HTTP but is not Jupyter.
-    let url = format!("http://127.0.0.1:{}/", not_jupyter_server());
+    let url = format!("http://127.0.0.1:{}/", crate::common::not_jupyter_server());
     let state = dir.path().join("p.json").display().to_string();
     let o = wsgate_within(
         30,
@@ -279,7 +246,7 @@ async fn unclear_cases_say_what_to_do() {
     assert_code(&o, wsgate::exit_code::TARGET, "is not a Jupyter server");
 
     // A simulator port in use is the caller's to change (2), not a bug in wsgate (70).
-    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port().to_string();
     let simkc = dir.path().join("sim.yaml").display().to_string();
     let o = wsgate_within(30, &["sim", "--port", &port, "--kubeconfig", &simkc], &[]);
@@ -691,7 +658,7 @@ async fn bad_input_against_a_shared_cluster_changes_nothing() {
     assert!(kc_text.contains(&token), "the kubeconfig carries the token");
     std::fs::write(&wrong_token, kc_text.replace(&token, "not-the-token")).unwrap();
     let closed = {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
     let unreachable = path("unreachable.yaml");
@@ -1159,4 +1126,93 @@ fn files_that_are_not_what_they_claim_are_named_with_what_is_wrong() {
         .output()
         .unwrap();
     assert_code(&o, USAGE, "invalid UTF-8");
+}
+
+/// The read-only commands into a reader that has gone and onto a full disk: `status` and
+/// `doctor` against a cluster, `report` and `cost` on a report file. A closed pipe ends
+/// with 141 (what a shell shows for SIGPIPE), a full disk with 74, each without a panic,
+/// and the cluster is exactly as it was.
+#[tokio::test]
+async fn read_only_commands_into_a_closed_pipe_or_onto_a_full_disk_end_with_their_code() {
+    let sim = crate::common::start_platform(|_| {}).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kc = dir.path().join("kc.yaml");
+    sim.write_kubeconfig(&kc).unwrap();
+    let report = dir.path().join("report.json");
+    let json = wsgate::report::json::to_json(&crate::report::fixture::run_a()).unwrap();
+    std::fs::write(&report, json).unwrap();
+    // WorkspaceKinds carry the platform's own counts, which its controller writes as it
+    // settles, and Events are the platform's record: neither is the commands' to change.
+    let lasting = |sim: &wsgate::sim::SimHandle| {
+        let mut w = world(sim);
+        w.retain(|k, _| !k.starts_with("Event ") && !k.starts_with("WorkspaceKind "));
+        w
+    };
+    let before = lasting(&sim);
+    let bin = env!("CARGO_BIN_EXE_wsgate");
+    let cluster = format!("--target cluster --kubeconfig '{}'", kc.display());
+    let commands = [
+        format!("status {cluster}"),
+        format!("doctor {cluster}"),
+        format!("report '{}'", report.display()),
+        format!("cost '{}'", report.display()),
+    ];
+    for command in &commands {
+        for (redirect, code, says) in [
+            ("| true", wsgate::exit_code::PIPE_CLOSED, ""),
+            (
+                "> /dev/full",
+                wsgate::exit_code::OUTPUT,
+                "cannot write to standard output",
+            ),
+        ] {
+            let script =
+                format!("'{bin}' {command} {redirect}; echo \"code=${{PIPESTATUS[0]}}\" >&2");
+            let o = tokio::task::spawn_blocking(move || {
+                crate::common::within(60, "bash")
+                    .args(["-c", &script])
+                    .output()
+                    .expect("bash runs")
+            })
+            .await
+            .unwrap();
+            let out = text(&o);
+            assert!(
+                out.contains(&format!("code={code}")),
+                "{command} {redirect}: {out}"
+            );
+            assert!(out.contains(says), "{command} {redirect}: {out}");
+            assert!(!out.contains("panicked"), "{command} {redirect}: {out}");
+        }
+    }
+    let changed = changes(&before, &lasting(&sim));
+    assert!(changed.is_empty(), "{}", changed.join("\n"));
+}
+
+/// A reports directory that cannot be written is found before the run starts anything:
+/// exit 74 with the directory and what to do, and no simulator or suite is started.
+#[test]
+fn a_reports_directory_that_cannot_be_written_stops_the_run_before_it_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let under_a_file = file.join("reports").display().to_string();
+    for args in [
+        vec!["run", "--reports", under_a_file.as_str()],
+        vec!["run", "--set", &format!("reports.dir={under_a_file}")],
+    ] {
+        let o = wsgate_within(30, &args, &[]);
+        assert_code(&o, wsgate::exit_code::OUTPUT, "choose another --reports");
+        let out = text(&o);
+        assert!(out.contains(&under_a_file), "{out}");
+        assert!(!out.contains("run id"), "the run started:\n{out}");
+    }
+    // `report --out` the same: 74, naming the directory and the flag.
+    let report = dir.path().join("report.json");
+    let json = wsgate::report::json::to_json(&crate::report::fixture::run_a()).unwrap();
+    std::fs::write(&report, json).unwrap();
+    let r = report.display().to_string();
+    let o = wsgate_within(30, &["report", &r, "--out", &under_a_file], &[]);
+    assert_code(&o, wsgate::exit_code::OUTPUT, "choose another --out");
+    assert!(text(&o).contains(&under_a_file), "{}", text(&o));
 }

@@ -815,3 +815,67 @@ async fn probe_works_against_a_tokenless_server_like_kubeflows_images() {
     })
     .await;
 }
+
+/// `probe check` with a real state file from `probe mark`, pointed at a server that never
+/// answers, at one that is not Jupyter, and given a state file whose sealed nonce was
+/// tampered with: each ends with its documented code and says what is wrong, within its
+/// budget, and the kernel `mark` started is still there afterwards (check changes nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_check_against_a_silent_or_foreign_server_or_a_tampered_state_says_so() {
+    within(async {
+        let server = Server::start().await;
+        let state = mark(&server).await;
+        let state_path = server.state_file().display().to_string();
+        let check_at = |url: String, state: String| {
+            let mut c = crate::common::within(60, env!("CARGO_BIN_EXE_wsgate"));
+            c.args(["probe", "check", "--url", &url, "--state", &state])
+                .args(["--connect-budget", "2s"])
+                .env("WSGATE_JUPYTER_TOKEN", server.process.token());
+            c.output().expect("wsgate runs")
+        };
+        let says = |o: &std::process::Output, code: i32, words: &str| {
+            let out = crate::common::text(o);
+            assert_eq!(o.status.code(), Some(code), "{out}");
+            assert!(out.contains(words), "expected {words:?} in:\n{out}");
+            assert!(
+                !out.contains(server.process.token()),
+                "token in output:\n{out}"
+            );
+        };
+
+        let silent = format!("http://127.0.0.1:{}/", crate::common::silent_server());
+        // The command is a child process with its own budget; blocking this worker on it
+        // is fine (the Jupyter server is a process of its own too).
+        let o = check_at(silent, state_path.clone());
+        says(&o, exit_code::TARGET, "timed out");
+
+        let foreign = format!("http://127.0.0.1:{}/", crate::common::not_jupyter_server());
+        let o = check_at(foreign, state_path.clone());
+        says(&o, exit_code::TARGET, "is not a Jupyter server");
+
+        // The same state with its sealed nonce cut short: refused before the server is asked.
+        let mut json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(server.state_file()).unwrap()).unwrap();
+        let sealed = json["nonce"]
+            .as_str()
+            .expect("the state holds a sealed nonce")
+            .to_owned();
+        json["nonce"] = serde_json::Value::String(sealed[..sealed.len() / 2].to_owned());
+        let tampered = server.state_file().with_file_name("tampered.json");
+        std::fs::write(&tampered, serde_json::to_string(&json).unwrap()).unwrap();
+        let o = check_at(
+            server.process.url().to_owned(),
+            tampered.display().to_string(),
+        );
+        says(&o, exit_code::USAGE, "the sealed nonce is damaged");
+
+        // None of that touched the kernel: the untampered state still checks as restored.
+        assert_eq!(
+            check(&server).await,
+            exit_code::SUCCESS,
+            "{}",
+            state.kernel_id
+        );
+    })
+    .await;
+}
