@@ -193,6 +193,9 @@ pub struct SimArgs {
     /// field-restore-lag) or a TOML file like fixtures/sim/default.toml
     #[arg(long, value_name = "NAME|PATH")]
     pub sim_profile: Option<PathBuf>,
+    /// Seeds the profile's drawn delays (a calibrated profile's distributions)
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub seed: u64,
     /// Only install the Jupyter runtime (the Python venv in ~/.cache/wsgate/) and exit
     #[arg(long)]
     pub prepare_runtime: bool,

@@ -156,6 +156,7 @@ pub(crate) async fn start_simulator_with(
     let mut opts = crate::sim::SimOptions::with_platform();
     if let Some(p) = opts.platform.as_mut() {
         p.profile = profile;
+        p.seed = cfg.sim.seed;
     }
     Ok(crate::sim::SimHandle::start(opts).await?)
 }

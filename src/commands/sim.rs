@@ -16,6 +16,9 @@ pub async fn sim(args: SimArgs) -> Result<i32, CommandError> {
         port: args.port,
         ..SimOptions::with_platform()
     };
+    if let Some(platform) = options.platform.as_mut() {
+        platform.seed = args.seed;
+    }
     if let Some(path) = &args.sim_profile {
         let profile =
             SimProfile::load(path).map_err(|e| CommandError::SimProfile(e.to_string()))?;

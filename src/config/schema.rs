@@ -84,6 +84,14 @@ pub(crate) static KEYS: &[KeySpec] = &[
     req("sim", "profile", Kind::Path),
     req("sim", "runtime", Kind::OneOf(SIM_RUNTIMES)),
     req("sim", "enforce_rbac", Kind::Bool),
+    req(
+        "sim",
+        "seed",
+        Kind::Count {
+            min: 0,
+            max: i64::MAX,
+        },
+    ),
     req("workspace", "kind", Kind::Text),
     req("workspace", "image_config", Kind::OptionId),
     req("workspace", "pod_config", Kind::OptionId),

@@ -76,6 +76,9 @@ pub struct SimConfig {
     pub runtime: SimRuntime,
     /// Whether the simulator refuses what deploy/base's RBAC does not allow.
     pub enforce_rbac: bool,
+    /// Seeds the streams the profile's drawn delays come from: the same seed, the same
+    /// delays in the same order.
+    pub seed: u64,
 }
 
 /// `[workspace]`: the Workspace under test.

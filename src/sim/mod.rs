@@ -9,6 +9,7 @@ pub mod admission;
 pub mod api;
 pub mod bucket;
 pub mod controllers;
+pub mod delay;
 pub mod error;
 pub mod faults;
 pub mod json;

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::delay::Delay;
 use super::faults::Fault;
 use super::runtime::jupyter::ServerAuth;
 
@@ -96,15 +97,18 @@ pub struct Taint {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Timing {
-    pub pod_start_ms: u64,
-    pub termination_ms: u64,
+    /// Bound -> container started. Like every [`Delay`], a number of ms or a distribution.
+    pub pod_start_ms: Delay,
+    pub termination_ms: Delay,
     pub checkpoint_mib_per_s: f64,
+    /// A checkpoint's fixed cost, before its per-byte part (`wsgate sim calibrate` fits both).
+    pub checkpoint_fixed_ms: Delay,
     pub checkpoint_min_ms: u64,
-    pub restore_ms: u64,
+    pub restore_ms: Delay,
     /// How long after a restored pod turns Ready its `PodRestored` condition is written:
     /// GKE streams memory in lazily and writes the condition after Ready (a field report
     /// saw ~17 s).
-    pub pod_restored_after_ready_ms: u64,
+    pub pod_restored_after_ready_ms: Delay,
     pub addon_settle_ms: u64,
     /// After a Workspace is deleted: how often the add-on looks at its terminating
     /// PodSnapshots (upstream `snapshotDrainInterval`, 10 s).
@@ -118,12 +122,13 @@ pub struct Timing {
 impl Default for Timing {
     fn default() -> Self {
         Self {
-            pod_start_ms: 100,
-            termination_ms: 50,
+            pod_start_ms: Delay::Fixed(100),
+            termination_ms: Delay::Fixed(50),
             checkpoint_mib_per_s: 2048.0,
+            checkpoint_fixed_ms: Delay::Fixed(0),
             checkpoint_min_ms: 200,
-            restore_ms: 300,
-            pod_restored_after_ready_ms: 2000,
+            restore_ms: Delay::Fixed(300),
+            pod_restored_after_ready_ms: Delay::Fixed(2000),
             addon_settle_ms: 100,
             addon_drain_interval_ms: 1000,
             addon_drain_timeout_ms: 300_000,
@@ -133,10 +138,12 @@ impl Default for Timing {
 }
 
 impl Timing {
-    /// How long a checkpoint of `resident_bytes` takes.
-    pub fn checkpoint_duration(&self, resident_bytes: u64) -> Duration {
+    /// How long a checkpoint of `resident_bytes` takes: its fixed cost (`fixed`, drawn from
+    /// `checkpoint_fixed_ms`) plus the bytes at `checkpoint_mib_per_s`, at least
+    /// `checkpoint_min_ms`.
+    pub fn checkpoint_duration(&self, resident_bytes: u64, fixed: Duration) -> Duration {
         let secs = resident_bytes as f64 / (self.checkpoint_mib_per_s.max(1.0) * 1024.0 * 1024.0);
-        Duration::from_millis(self.checkpoint_min_ms).max(Duration::from_secs_f64(secs))
+        Duration::from_millis(self.checkpoint_min_ms).max(fixed + Duration::from_secs_f64(secs))
     }
 
     /// Scales a platform interval (probe interval, idle threshold) to simulator time.
@@ -429,7 +436,13 @@ mod tests {
     #[test]
     fn checkpoint_time_grows_with_memory() {
         let t = Timing::default();
-        assert_eq!(t.checkpoint_duration(0), Duration::from_millis(200));
-        assert!(t.checkpoint_duration(8 << 30) > Duration::from_secs(3));
+        assert_eq!(
+            t.checkpoint_duration(0, Duration::ZERO),
+            Duration::from_millis(200)
+        );
+        assert!(t.checkpoint_duration(8 << 30, Duration::ZERO) > Duration::from_secs(3));
+        let fixed = Duration::from_secs(2);
+        let per_byte = t.checkpoint_duration(8 << 30, Duration::ZERO);
+        assert_eq!(t.checkpoint_duration(8 << 30, fixed), per_byte + fixed);
     }
 }

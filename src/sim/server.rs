@@ -35,6 +35,8 @@ pub struct PlatformOptions {
     /// Where home volumes and snapshot buckets live; `None`: a temporary directory removed
     /// when the simulator stops.
     pub state_dir: Option<PathBuf>,
+    /// Seeds the streams the profile's drawn delays come from (`sim.seed`).
+    pub seed: u64,
 }
 
 impl Default for PlatformOptions {
@@ -42,6 +44,7 @@ impl Default for PlatformOptions {
         Self {
             profile: SimProfile::default_profile(),
             state_dir: None,
+            seed: 0,
         }
     }
 }
@@ -219,6 +222,10 @@ impl SimHandle {
                 let ctx = Ctx {
                     store: store.clone(),
                     profile: Arc::new(platform.profile.clone()),
+                    delays: Arc::new(crate::sim::delay::Delays::new(
+                        &platform.profile.timing,
+                        platform.seed,
+                    )),
                     truth: truth.clone(),
                     pods: Arc::new(
                         PodProcesses::new(state_dir.join("volumes"), platform.profile.runtime.kind)

@@ -24,7 +24,7 @@ async fn start() -> SimHandle {
     if let Some(p) = opts.platform.as_mut() {
         // PodRestored well after Ready, later than verify reaches the kernel: the verdict
         // is Restored only if verify waits for the condition instead of reading it once.
-        p.profile.timing.pod_restored_after_ready_ms = 3000;
+        p.profile.timing.pod_restored_after_ready_ms = wsgate::sim::delay::Delay::Fixed(3000);
     }
     SimHandle::start(opts).await.expect("simulator starts")
 }

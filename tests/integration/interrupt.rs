@@ -169,7 +169,10 @@ enum When {
 async fn sigint_and_sigterm_in_each_phase_leave_nothing_and_write_reports() {
     // Pods take 1.5 s to terminate, so the run's cleanup (which waits for the workspace's pod
     // to go) is still under way when the signal sent after the last step arrives.
-    let sim = crate::common::start_platform(|p| p.timing.termination_ms = 1_500).await;
+    let sim = crate::common::start_platform(|p| {
+        p.timing.termination_ms = wsgate::sim::delay::Delay::Fixed(1_500)
+    })
+    .await;
     let work = workdir();
     let kc = work.path().join("kc.yaml");
     sim.write_kubeconfig(&kc).unwrap();

@@ -300,8 +300,9 @@ async fn past_the_restored_lag(sim: &SimHandle) {
         .unwrap()
         .profile
         .timing
-        .pod_restored_after_ready_ms;
-    tokio::time::sleep(Duration::from_millis(lag + 500)).await;
+        .pod_restored_after_ready_ms
+        .median();
+    tokio::time::sleep(lag + Duration::from_millis(500)).await;
 }
 
 async fn snapshot_events(a: &Apis) -> Vec<Event> {
@@ -697,7 +698,15 @@ async fn slow_restore_takes_ten_times_the_restore_time() {
         .find(|e| e.transition == Transition::Restored)
         .expect("a restore");
     assert_eq!(restored.detail.as_deref(), Some(snap.as_str()));
-    let restore_ms = sim.platform().unwrap().profile.timing.restore_ms as f64;
+    let restore_ms = sim
+        .platform()
+        .unwrap()
+        .profile
+        .timing
+        .restore_ms
+        .median()
+        .as_secs_f64()
+        * 1000.0;
     assert_eq!(restored.imposed_delay_ms, Some(10.0 * restore_ms));
     assert_eq!(
         sim.faults_injected(),
@@ -707,7 +716,10 @@ async fn slow_restore_takes_ten_times_the_restore_time() {
 
 #[tokio::test]
 async fn pod_restored_comes_the_profile_lag_after_the_pod_is_ready() {
-    let sim = crate::common::start_platform(|p| p.timing.pod_restored_after_ready_ms = 2000).await;
+    let sim = crate::common::start_platform(|p| {
+        p.timing.pod_restored_after_ready_ms = wsgate::sim::delay::Delay::Fixed(2000)
+    })
+    .await;
     let a = apis(&sim).await;
     let (_, snap) = run_and_pause(&a, &sim, "lag", "").await;
     set_paused(&a, "lag", false).await;

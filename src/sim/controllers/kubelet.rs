@@ -137,7 +137,7 @@ impl Kubelet {
     /// Writes the pod's `PodRestored` condition once the lag after Ready has passed; how
     /// long to wait before asking again while it has not.
     fn write_pod_restored(&self, ctx: &Ctx, key: &ObjKey, uid: &str) -> Option<Duration> {
-        let lag = Duration::from_millis(ctx.profile.timing.pod_restored_after_ready_ms);
+        let lag = ctx.delays.of(crate::sim::delay::Purpose::PodRestored, uid);
         let pending = self
             .pending_restored
             .lock()
@@ -212,9 +212,8 @@ impl Reconciler for Kubelet {
         else {
             return Next::Done;
         };
-        let timing = &ctx.profile.timing;
         if pod.pointer("/metadata/deletionTimestamp").is_some() {
-            let wait = Duration::from_millis(timing.termination_ms);
+            let wait = ctx.delays.of(crate::sim::delay::Purpose::Termination, &uid);
             let elapsed = self.elapsed_since_first_seen(&uid, "delete");
             if elapsed < wait {
                 return Next::After(wait - elapsed);
@@ -231,6 +230,7 @@ impl Reconciler for Kubelet {
                 .is_ok()
             {
                 self.forget(&uid);
+                ctx.delays.forget(&uid);
                 ctx.truth.record_imposed(Imposed::Termination, wait);
                 ctx.truth.record(
                     Transition::PodDeleted,
@@ -261,7 +261,8 @@ impl Reconciler for Kubelet {
         if phase == "Pending" {
             let (plan, faults) = agent::restore_plan_and_faults(ctx, &pod);
             let restore_delay = plan.as_ref().map(|p| p.delay).unwrap_or_default();
-            let wait = Duration::from_millis(timing.pod_start_ms) + restore_delay;
+            let start = ctx.delays.of(crate::sim::delay::Purpose::PodStart, &uid);
+            let wait = start + restore_delay;
             let elapsed = self.elapsed_since_first_seen(&uid, "bind");
             if elapsed < wait {
                 return Next::After(wait - elapsed);
@@ -283,10 +284,7 @@ impl Reconciler for Kubelet {
             for f in faults {
                 ctx.truth.record_fault(f);
             }
-            ctx.truth.record_imposed(
-                Imposed::PodStart,
-                Duration::from_millis(timing.pod_start_ms),
-            );
+            ctx.truth.record_imposed(Imposed::PodStart, start);
             if let Some(plan) = &restored {
                 ctx.truth.record_imposed(Imposed::Restore, plan.delay);
             }

@@ -36,6 +36,8 @@ use super::truth::Truth;
 pub struct Ctx {
     pub store: Arc<Store>,
     pub profile: Arc<SimProfile>,
+    /// The profile's delays, drawn once per object from `sim.seed`'s streams.
+    pub delays: Arc<crate::sim::delay::Delays>,
     pub truth: Arc<Truth>,
     pub pods: Arc<PodProcesses>,
     /// The snapshot bucket (`<state dir>/bucket`).
@@ -294,6 +296,12 @@ pub(crate) mod tests {
         let ctx = Ctx {
             store: Store::new(1000),
             profile: Arc::new(SimProfile::parse("default", DEFAULT_PROFILE).unwrap()),
+            delays: Arc::new(crate::sim::delay::Delays::new(
+                &SimProfile::parse("default", DEFAULT_PROFILE)
+                    .unwrap()
+                    .timing,
+                0,
+            )),
             truth: Arc::new(Truth::default()),
             pods: Arc::new(PodProcesses::new(dir.join("volumes"), RuntimeKind::None)),
             bucket: Arc::new(Bucket::new(dir.join("bucket"))),

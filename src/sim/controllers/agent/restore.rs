@@ -242,7 +242,10 @@ pub fn restore_plan_and_faults(ctx: &Ctx, pod: &Value) -> (Option<RestorePlan>, 
         acted.push(Fault::SilentColdStart);
         return (None, acted);
     }
-    let mut delay = Duration::from_millis(ctx.profile.timing.restore_ms);
+    let mut delay = ctx.delays.of(
+        crate::sim::delay::Purpose::Restore,
+        crate::sim::json::uid_of(pod),
+    );
     if fault_for_pod(ctx, pod, Fault::SlowRestore) {
         delay *= SLOW_RESTORE_FACTOR;
         acted.push(Fault::SlowRestore);

@@ -297,11 +297,16 @@ impl Agent {
             Some(&node_name),
             Some(snap_name.clone()),
         );
+        let duration = ctx.profile.timing.checkpoint_duration(
+            resident,
+            ctx.delays
+                .of(crate::sim::delay::Purpose::CheckpointFixed, &snap_uid),
+        );
         self.inflight().insert(
             snap_uid,
             InFlight {
                 started: Instant::now(),
-                duration: ctx.profile.timing.checkpoint_duration(resident),
+                duration,
                 outcome,
                 pod_uid,
                 pod_name: target.to_string(),
