@@ -178,7 +178,10 @@ pub struct RunArgs {
 }
 
 #[derive(Debug, Clone, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct SimArgs {
+    #[command(subcommand)]
+    pub command: Option<SimCommand>,
     /// Loopback port to listen on (0 picks a free one)
     #[arg(long, default_value_t = 0, allow_negative_numbers = true, value_parser = port)]
     pub port: u16,
@@ -199,6 +202,32 @@ pub struct SimArgs {
     /// Only install the Jupyter runtime (the Python venv in ~/.cache/wsgate/) and exit
     #[arg(long)]
     pub prepare_runtime: bool,
+}
+
+/// What `wsgate sim` does besides serving.
+#[derive(Debug, Clone, Subcommand)]
+pub enum SimCommand {
+    /// Derive a simulator profile from a real cluster's JSON reports: its timings as
+    /// distributions, checkpoint time fitted against resident memory
+    Calibrate(CalibrateArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CalibrateArgs {
+    /// JSON reports of `wsgate run` against the cluster (reports/<run-id>/report.json)
+    #[arg(value_name = "REPORT.json", required = true)]
+    pub reports: Vec<PathBuf>,
+    /// Where to write the profile (a file this command wrote before is overwritten; any
+    /// other existing file is refused)
+    #[arg(long, value_name = "PROFILE.toml")]
+    pub out: PathBuf,
+    /// The profile whose node pools, storage, faults and add-on settings the calibrated one
+    /// keeps: a shipped name or a TOML file
+    #[arg(long, value_name = "NAME|PATH", default_value = "default")]
+    pub base: PathBuf,
+    /// Take reports of simulator runs too (for tests of calibration itself)
+    #[arg(long)]
+    pub allow_simulated: bool,
 }
 
 #[derive(Debug, Clone, Args)]

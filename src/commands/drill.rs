@@ -62,6 +62,9 @@ pub async fn drill(args: DrillArgs) -> Result<i32, CommandError> {
         &args.set,
     )?;
     let mut cfg = resolved.config;
+    crate::report::check_reports_dir(&cfg.reports.dir).map_err(|e| {
+        CommandError::writing_reports(e, "--reports (or reports.dir) before the drill starts")
+    })?;
     let run_id = super::run::new_run_id();
     let gpus = args.gpus;
     let target = Target::open(&cfg, |p| drill_pool(p, gpus)).await?;

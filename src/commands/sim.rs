@@ -7,6 +7,9 @@ use crate::sim::profile::SimProfile;
 use crate::sim::{SimHandle, SimOptions};
 
 pub async fn sim(args: SimArgs) -> Result<i32, CommandError> {
+    if let Some(crate::cli::SimCommand::Calibrate(c)) = &args.command {
+        return calibrate(c);
+    }
     if args.prepare_runtime {
         let venv = crate::sim::runtime::venv::ensure_venv()?;
         crate::say!("simulator runtime ready: {}", venv.root.display());
@@ -52,4 +55,71 @@ pub async fn sim(args: SimArgs) -> Result<i32, CommandError> {
             Ok(exit_code::INTERNAL)
         }
     }
+}
+
+/// `wsgate sim calibrate`: reads every report first, then writes the profile in one piece.
+fn calibrate(args: &crate::cli::CalibrateArgs) -> Result<i32, CommandError> {
+    use crate::sim::calibrate::{self, Options};
+    let mut reports = Vec::new();
+    for path in &args.reports {
+        reports.push((path.clone(), crate::report::read_report(path)?));
+    }
+    let (base_name, base_text) = match crate::sim::profile::shipped(&args.base) {
+        Some((name, text)) => (format!("{name} (shipped)"), text.to_string()),
+        None => {
+            let text = std::fs::read_to_string(&args.base).map_err(|e| {
+                CommandError::SimProfile(format!(
+                    "cannot read the base profile {}: {e}",
+                    args.base.display()
+                ))
+            })?;
+            (args.base.display().to_string(), text)
+        }
+    };
+    let base = SimProfile::parse(&base_name, &base_text)
+        .map_err(|e| CommandError::SimProfile(e.to_string()))?;
+    let options = Options {
+        allow_simulated: args.allow_simulated,
+        settle_ms: base.timing.addon_settle_ms as f64,
+        base_mib_per_s: base.timing.checkpoint_mib_per_s,
+    };
+    let calibration =
+        calibrate::calibrate(&reports, &options).map_err(|e| CommandError::Usage(e.to_string()))?;
+    let text = calibration
+        .profile(&base_text, &base_name)
+        .map_err(|e| CommandError::Usage(e.to_string()))?;
+    // What it writes must load as a profile: checked before anything is written.
+    SimProfile::parse(&args.out.display().to_string(), &text).map_err(|e| {
+        CommandError::SimProfile(format!(
+            "the calibrated profile is invalid (a bug in wsgate): {e}"
+        ))
+    })?;
+    if !calibrate::may_overwrite(&args.out) {
+        return Err(CommandError::Usage(format!(
+            "{} exists and was not written by `wsgate sim calibrate`: choose another --out, or remove it yourself",
+            args.out.display()
+        )));
+    }
+    crate::output::say_text(&calibration.render());
+    write_whole(&args.out, &text).map_err(|e| CommandError::ReportsDir {
+        source: crate::report::ReportError::Io {
+            action: "write",
+            path: args.out.clone(),
+            source: e,
+        },
+        flag: "--out",
+    })?;
+    crate::say!("wrote {}", args.out.display());
+    crate::say!(
+        "use it: wsgate run --set sim.profile={} (or sim --sim-profile)",
+        args.out.display()
+    );
+    Ok(exit_code::SUCCESS)
+}
+
+/// Writes through a temporary file and a rename: a reader never sees half a profile.
+fn write_whole(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    let tmp = path.with_extension("toml.tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
 }

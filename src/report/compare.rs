@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::fmt::{duration, phase_label, signed_duration};
-use super::model::{RunReport, ScenarioReport, ScenarioStatus};
+use super::model::{RunReport, ScenarioReport, ScenarioStatus, TargetKind};
 
 /// When a phase change counts.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -95,6 +95,66 @@ pub struct Comparison {
     pub removed: Vec<String>,
     /// In B only.
     pub added: Vec<String>,
+    /// Where each run ran (`sim` or `cluster`).
+    pub before_target: TargetKind,
+    pub after_target: TargetKind,
+    /// Every phase both runs measured, as B over A: how close a simulator run on a
+    /// calibrated profile comes to the cluster's run it was calibrated from.
+    pub ratios: Vec<PhaseRatio>,
+}
+
+/// One phase across the matched scenarios that measured it in both runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PhaseRatio {
+    pub phase: String,
+    /// How many matched scenarios measured it in both runs.
+    pub scenarios: usize,
+    /// The median in A and in B.
+    #[serde(with = "secs")]
+    pub before: Duration,
+    #[serde(with = "secs")]
+    pub after: Duration,
+    /// B's median over A's; `None` when A's is zero.
+    pub ratio: Option<f64>,
+}
+
+/// The medians of every phase the matched scenario pairs both measured, in report order.
+fn ratios(pairs: &[(&ScenarioReport, &ScenarioReport)]) -> Vec<PhaseRatio> {
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        }
+    };
+    crate::timeline::PHASES
+        .iter()
+        .filter_map(|def| {
+            let both: Vec<(f64, f64)> = pairs
+                .iter()
+                .filter_map(|(a, b)| {
+                    Some((
+                        a.phase(def.name)?.as_secs_f64(),
+                        b.phase(def.name)?.as_secs_f64(),
+                    ))
+                })
+                .collect();
+            if both.is_empty() {
+                return None;
+            }
+            let before = median(both.iter().map(|p| p.0).collect());
+            let after = median(both.iter().map(|p| p.1).collect());
+            Some(PhaseRatio {
+                phase: def.name.to_string(),
+                scenarios: both.len(),
+                before: Duration::from_secs_f64(before),
+                after: Duration::from_secs_f64(after),
+                ratio: (before > 0.0).then(|| after / before),
+            })
+        })
+        .collect()
 }
 
 impl Comparison {
@@ -139,6 +199,7 @@ pub fn compare(before: &RunReport, after: &RunReport, threshold: Threshold) -> C
     let key = |s: &ScenarioReport| (s.feature.clone(), s.name.clone());
     let mut used = vec![false; after.scenarios.len()];
     let mut scenarios = Vec::new();
+    let mut pairs = Vec::new();
     let mut removed = Vec::new();
     for a in &before.scenarios {
         let found = after
@@ -150,6 +211,7 @@ pub fn compare(before: &RunReport, after: &RunReport, threshold: Threshold) -> C
             Some((i, b)) => {
                 used[i] = true;
                 scenarios.push(delta(a, b, threshold));
+                pairs.push((a, b));
             }
             None => removed.push(format!("{} › {}", a.feature, a.name)),
         }
@@ -168,6 +230,9 @@ pub fn compare(before: &RunReport, after: &RunReport, threshold: Threshold) -> C
         scenarios,
         removed,
         added,
+        before_target: before.target.kind,
+        after_target: after.target.kind,
+        ratios: ratios(&pairs),
     }
 }
 
@@ -291,6 +356,7 @@ pub fn render(c: &Comparison) -> String {
             out.push('\n');
         }
     }
+    ratio_section(&mut out, c);
     let n = c.regressions();
     if n == 0 {
         let _ = writeln!(
@@ -306,6 +372,39 @@ pub fn render(c: &Comparison) -> String {
         );
     }
     out
+}
+
+/// Every phase both runs measured, B over A (the table a calibration is judged by).
+fn ratio_section(out: &mut String, c: &Comparison) {
+    if c.ratios.is_empty() {
+        return;
+    }
+    let (a, b) = (c.before_target.as_str(), c.after_target.as_str());
+    let _ = writeln!(
+        out,
+        "Phase by phase, B ({b}) over A ({a}), medians of the matched scenarios:"
+    );
+    let _ = writeln!(
+        out,
+        "  {:<28} {:>9} {:>10} {:>10} {:>7}",
+        "phase", "scenarios", "A", "B", "B / A"
+    );
+    for r in &c.ratios {
+        let ratio = r
+            .ratio
+            .map(|x| format!("{x:.2}"))
+            .unwrap_or_else(|| "-".to_string());
+        let _ = writeln!(
+            out,
+            "  {:<28} {:>9} {:>10} {:>10} {:>7}",
+            phase_label(&r.phase),
+            r.scenarios,
+            duration(r.before),
+            duration(r.after),
+            ratio
+        );
+    }
+    out.push('\n');
 }
 
 fn phase_section(
@@ -504,6 +603,57 @@ mod tests {
         assert_eq!(
             compare(&a, &a, Threshold::default()).exit_code(),
             crate::exit_code::SUCCESS
+        );
+    }
+
+    /// A cluster run against a simulator run: every phase both measured, as the median of
+    /// B over the median of A, and the table names which run ran where.
+    #[test]
+    fn ratios_are_medians_of_b_over_a_phase_by_phase() {
+        let real = |ms: [u64; 2]| {
+            vec![
+                scenario(
+                    "one",
+                    ScenarioStatus::Passed,
+                    &[("create_to_running", ms[0]), ("resume_to_running", 1000)],
+                ),
+                scenario(
+                    "two",
+                    ScenarioStatus::Passed,
+                    &[("create_to_running", ms[1])],
+                ),
+                scenario(
+                    "three",
+                    ScenarioStatus::Passed,
+                    &[("create_to_running", 4000)],
+                ),
+            ]
+        };
+        let mut a = run("real", real([1000, 3000]));
+        a.target.kind = TargetKind::Cluster;
+        let mut b = run("sim", real([1100, 3300]));
+        b.scenarios[0].phases.push(PhaseDuration {
+            name: "ready_to_pod_restored".into(),
+            duration: Duration::from_millis(5),
+        });
+        let c = compare(&a, &b, Threshold::default());
+        assert_eq!(c.ratios.len(), 2, "{:?}", c.ratios);
+        let create = &c.ratios[0];
+        assert_eq!(create.phase, "create_to_running");
+        assert_eq!(create.scenarios, 3);
+        assert_eq!(create.before, Duration::from_millis(3000));
+        assert_eq!(create.after, Duration::from_millis(3300));
+        assert!((create.ratio.unwrap() - 1.1).abs() < 1e-9);
+        assert_eq!(c.ratios[1].scenarios, 1, "measured in one pair only");
+        let text = render(&c);
+        assert!(text.contains("B (sim) over A (cluster)"), "{text}");
+        assert!(text.contains("1.10"), "{text}");
+        let json = serde_json::to_value(&c).unwrap();
+        assert_eq!(
+            json["ratios"][0]["ratio"]
+                .as_f64()
+                .map(|r| (r * 100.0).round()),
+            Some(110.0)
         );
     }
 }

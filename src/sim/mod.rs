@@ -8,6 +8,7 @@
 pub mod admission;
 pub mod api;
 pub mod bucket;
+pub mod calibrate;
 pub mod controllers;
 pub mod delay;
 pub mod error;

@@ -58,6 +58,10 @@ pub struct SimProfile {
     pub rbac: Rbac,
     #[serde(default)]
     pub addon: Addon,
+    /// Where a calibrated profile's timings come from (`wsgate sim calibrate` writes it;
+    /// the simulator does not read it).
+    #[serde(default)]
+    pub calibration: Option<toml::Table>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

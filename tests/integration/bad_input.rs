@@ -1200,6 +1200,15 @@ fn a_reports_directory_that_cannot_be_written_stops_the_run_before_it_starts() {
     for args in [
         vec!["run", "--reports", under_a_file.as_str()],
         vec!["run", "--set", &format!("reports.dir={under_a_file}")],
+        vec![
+            "drill",
+            "--workspaces",
+            "2",
+            "--gpus",
+            "1",
+            "--reports",
+            under_a_file.as_str(),
+        ],
     ] {
         let o = wsgate_within(30, &args, &[]);
         assert_code(&o, wsgate::exit_code::OUTPUT, "choose another --reports");

@@ -5,6 +5,7 @@ mod anywhere;
 mod api_trouble;
 mod bad_features;
 mod bad_input;
+mod calibrate;
 mod cleanup;
 mod cli;
 mod common;

@@ -265,6 +265,16 @@ impl Reconciler for Kubelet {
             let wait = start + restore_delay;
             let elapsed = self.elapsed_since_first_seen(&uid, "bind");
             if elapsed < wait {
+                // A cold container's own process starts within the pod start, as on a node
+                // (the delay is bind -> started, the server's start included): the runtime's
+                // real process is begun now, and the pod turns Running when both are done.
+                if plan.is_none()
+                    && missing_config_map(ctx, &pod).is_none()
+                    && self.backing_off(&uid).is_none()
+                    && let Err(message) = self.start_process(ctx, &pod, &uid, None)
+                {
+                    return Next::After(self.fail_start(ctx, key, &pod, &uid, &message));
+                }
                 return Next::After(wait - elapsed);
             }
             if let Some((volume, map)) = missing_config_map(ctx, &pod) {

@@ -1,0 +1,913 @@
+//! `wsgate sim calibrate`: a simulator profile whose timings are a real cluster's, derived
+//! from the JSON reports of runs against it. Pure: reports in, a [`Calibration`] out, and
+//! the profile's text from it and a base profile (node pools, storage, faults: everything
+//! that is not a timing comes from the base).
+//!
+//! What each timing is derived from, per passed scenario (the reports hold phases and the
+//! kernel's resident memory, nothing else about the platform's inner steps):
+//!
+//! | profile key | from the report |
+//! |---|---|
+//! | `pod_start_ms` | `create_to_running` (scheduling, image, sandbox and server start together) |
+//! | `termination_ms` | `pause_to_gpu_free` − `pause_to_snapshot_ready` |
+//! | `checkpoint_fixed_ms`, `checkpoint_mib_per_s` | `pause_to_snapshot_ready` − `pause_to_checkpointing` − the add-on's settle as it waited it (the base's settle from a stamp in whole seconds), against the kernel's resident bytes before the pause: a least-squares line, fixed cost plus bytes over bandwidth |
+//! | `restore_ms` | `resume_to_running` − `resume_to_scheduled` − the median pod start |
+//! | `pod_restored_after_ready_ms` | `ready_to_pod_restored` |
+//!
+//! Each becomes a distribution (the observed samples, or quantiles when there are many), so
+//! the simulator draws what the cluster did, not one typical number. Only the sum of pod
+//! start and restore is seen on a resume; the split rests on the create phase.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::delay::{Delay, Distribution, quantile};
+use crate::report::{RunReport, ScenarioReport, ScenarioStatus, TargetKind};
+
+/// A figure is written as its samples up to this many; as quantiles above.
+const MAX_SAMPLES: usize = 50;
+/// Below this spread of resident sizes (largest over smallest), bytes and fixed cost cannot
+/// be told apart: the bandwidth is kept from the base.
+const MIN_SIZE_SPREAD: f64 = 1.5;
+const MIB: f64 = 1024.0 * 1024.0;
+/// The first line of every profile this writes: `--out` overwrites only such a file.
+pub const HEADER: &str = "# Written by `wsgate sim calibrate`";
+
+/// Why calibration cannot go on.
+#[derive(Debug, thiserror::Error)]
+pub enum CalibrateError {
+    #[error(
+        "{} is a report of a run on the simulator (target {server}), not a real cluster: calibrate from a cluster's reports (--allow-simulated takes it anyway, for tests)",
+        path.display()
+    )]
+    Simulated { path: PathBuf, server: String },
+    #[error(
+        "the reports come from more than one cluster ({}): calibrate one cluster at a time",
+        servers.join(", ")
+    )]
+    MixedClusters { servers: Vec<String> },
+    #[error("the reports mix simulator and cluster runs: calibrate from one kind")]
+    MixedKinds,
+    #[error(
+        "no passed scenario in {reports} report(s) has a phase to calibrate from (a pause and resume scenario, passed, with phases): run the suite's @nightly scenarios against the cluster first"
+    )]
+    NothingToCalibrate { reports: usize },
+    #[error("the base profile cannot be read as TOML: {0}")]
+    Base(String),
+}
+
+/// Where a calibration's figures come from (no credentials: the server's scheme, host and
+/// port only).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Source {
+    pub run_id: String,
+    pub server: String,
+    pub started_at: chrono::DateTime<chrono::Utc>,
+    pub scenarios_used: usize,
+}
+
+/// One timing derived from the reports.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Figure {
+    /// The profile key it sets.
+    pub key: &'static str,
+    /// What it was computed from.
+    pub from: &'static str,
+    /// Milliseconds, one per scenario that showed it.
+    pub samples_ms: Vec<f64>,
+    /// How many runs those scenarios came from.
+    pub runs: usize,
+}
+
+impl Figure {
+    /// The samples as a profile delay.
+    pub fn delay(&self) -> Delay {
+        let mut s = self.samples_ms.clone();
+        s.sort_by(f64::total_cmp);
+        if s.len() <= MAX_SAMPLES {
+            return Delay::Drawn(Distribution::Samples(s));
+        }
+        let q = (0..=20)
+            .map(|i| {
+                let p = f64::from(i) / 20.0;
+                (p, quantile(&s, p))
+            })
+            .collect();
+        Delay::Drawn(Distribution::Quantiles(q))
+    }
+
+    fn sorted(&self) -> Vec<f64> {
+        let mut s = self.samples_ms.clone();
+        s.sort_by(f64::total_cmp);
+        s
+    }
+
+    /// The `p` quantile of the samples, in ms.
+    pub fn quantile(&self, p: f64) -> f64 {
+        quantile(&self.sorted(), p)
+    }
+}
+
+/// Checkpoint time against resident bytes: `fixed + bytes / bandwidth`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fit {
+    /// The fixed cost per checkpoint at the fitted line, in ms.
+    pub fixed_ms: f64,
+    /// `None` when the sizes were too alike to fit it (the base's is kept).
+    pub mib_per_s: Option<f64>,
+    /// Root mean square of the residuals, in ms.
+    pub rms_error_ms: f64,
+    /// How many checkpoints, and the largest size over the smallest.
+    pub points: usize,
+    pub size_spread: f64,
+}
+
+/// What the reports say about the cluster's timings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Calibration {
+    pub sources: Vec<Source>,
+    pub figures: Vec<Figure>,
+    pub checkpoint: Option<Fit>,
+    /// The checkpoints' fixed cost, one per checkpoint (its time less its bytes' part).
+    pub checkpoint_fixed: Option<Figure>,
+    /// What could not be derived, and what was kept instead.
+    pub notes: Vec<String>,
+    pub simulated: bool,
+}
+
+/// The knobs of [`calibrate`].
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub allow_simulated: bool,
+    /// The base profile's add-on settle (ms): part of pause -> snapshot Ready that is not
+    /// the checkpoint.
+    pub settle_ms: f64,
+    /// The base profile's bandwidth, kept when the sizes cannot fit one.
+    pub base_mib_per_s: f64,
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// `a - b` of two phases of `s`, in ms, when both are there and `a >= b`.
+fn between(s: &ScenarioReport, a: &str, b: &str) -> Option<f64> {
+    let (a, b) = (s.phase(a)?, s.phase(b)?);
+    (a >= b).then(|| ms(a - b))
+}
+
+/// How long the add-on waited out its settle in `s`'s pause: it counts from the pause's
+/// `checkpoint-started-at` stamp, which is in whole seconds (upstream `webhook.go` formats
+/// RFC 3339), so the wait is the settle less the fraction of a second the stamp dropped;
+/// the Checkpointing mark's own time gives that fraction. Without the mark: the whole settle.
+fn settle_waited(s: &ScenarioReport, settle_ms: f64) -> f64 {
+    use chrono::Timelike;
+    let dropped = s
+        .timeline
+        .last(crate::timeline::Mark::Checkpointing)
+        .map(|o| f64::from(o.at.nanosecond() % 1_000_000_000) / 1e6)
+        .unwrap_or(0.0);
+    (settle_ms - dropped).max(0.0)
+}
+
+/// The server URL with nothing but scheme, host and port.
+fn bare_server(server: &str) -> String {
+    match reqwest::Url::parse(server) {
+        Ok(u) => format!(
+            "{}://{}{}",
+            u.scheme(),
+            u.host_str().unwrap_or(""),
+            u.port().map(|p| format!(":{p}")).unwrap_or_default()
+        ),
+        Err(_) => "(not a URL)".to_string(),
+    }
+}
+
+/// Derives the timings from `reports` (each with the path it was read from).
+pub fn calibrate(
+    reports: &[(PathBuf, RunReport)],
+    opts: &Options,
+) -> Result<Calibration, CalibrateError> {
+    check_sources(reports, opts)?;
+    // (profile key, run index, ms), one per scenario that shows it.
+    let mut seen: Vec<(&'static str, usize, f64)> = Vec::new();
+    let mut checkpoints: Vec<(f64, f64, usize)> = Vec::new();
+    let mut resumes: Vec<(f64, usize)> = Vec::new();
+    let mut sources = Vec::new();
+    for (run, (_, r)) in reports.iter().enumerate() {
+        let mut used = 0;
+        for s in r
+            .scenarios
+            .iter()
+            .filter(|s| s.status == ScenarioStatus::Passed)
+        {
+            let before = seen.len() + checkpoints.len() + resumes.len();
+            let derived = [
+                ("pod_start_ms", s.phase("create_to_running").map(ms)),
+                (
+                    "termination_ms",
+                    between(s, "pause_to_gpu_free", "pause_to_snapshot_ready"),
+                ),
+                (
+                    "pod_restored_after_ready_ms",
+                    s.phase("ready_to_pod_restored").map(ms),
+                ),
+            ];
+            for (key, v) in derived {
+                if let Some(v) = v.filter(|v| v.is_finite() && *v >= 0.0) {
+                    seen.push((key, run, v));
+                }
+            }
+            let checkpoint = between(s, "pause_to_snapshot_ready", "pause_to_checkpointing")
+                .map(|t| (t - settle_waited(s, opts.settle_ms)).max(0.0));
+            let bytes = s
+                .evidence_before
+                .as_ref()
+                .and_then(|e| e.kernel.as_ref())
+                .and_then(|k| k.resident_bytes);
+            if let (Some(t), Some(b)) = (checkpoint, bytes) {
+                checkpoints.push((b as f64, t, run));
+            }
+            if let Some(resume) = between(s, "resume_to_running", "resume_to_scheduled") {
+                resumes.push((resume, run));
+            }
+            used += usize::from(seen.len() + checkpoints.len() + resumes.len() > before);
+        }
+        sources.push(Source {
+            run_id: r.run_id.clone(),
+            server: bare_server(&r.target.server),
+            started_at: r.started_at,
+            scenarios_used: used,
+        });
+    }
+    let mut per_key: BTreeMap<&'static str, (Vec<f64>, std::collections::BTreeSet<usize>)> =
+        BTreeMap::new();
+    for (key, run, v) in seen {
+        let e = per_key.entry(key).or_default();
+        e.0.push(v);
+        e.1.insert(run);
+    }
+    let mut notes = Vec::new();
+    let mut figures: Vec<Figure> = per_key
+        .into_iter()
+        .map(|(key, (samples_ms, runs))| Figure {
+            key,
+            from: from_of(key),
+            samples_ms,
+            runs: runs.len(),
+        })
+        .collect();
+    let pod_start_median = figures
+        .iter()
+        .find(|f| f.key == "pod_start_ms")
+        .map(|f| f.quantile(0.5));
+    match pod_start_median {
+        Some(start) if !resumes.is_empty() => {
+            let clamped = resumes.iter().filter(|(r, _)| *r < start).count();
+            if clamped > 0 {
+                notes.push(format!(
+                    "{clamped} resume(s) were quicker than the median pod start ({start:.0} ms): their restore is taken as 0"
+                ));
+            }
+            let runs: std::collections::BTreeSet<usize> = resumes.iter().map(|r| r.1).collect();
+            figures.push(Figure {
+                key: "restore_ms",
+                from: from_of("restore_ms"),
+                samples_ms: resumes.iter().map(|(r, _)| (r - start).max(0.0)).collect(),
+                runs: runs.len(),
+            });
+        }
+        _ if !resumes.is_empty() => notes.push(
+            "restore_ms is kept from the base: no create phase tells pod start from restore"
+                .to_string(),
+        ),
+        _ => {}
+    }
+    let (checkpoint, checkpoint_fixed) = fit_checkpoints(&checkpoints, opts, &mut notes);
+    if figures.is_empty() && checkpoint.is_none() {
+        return Err(CalibrateError::NothingToCalibrate {
+            reports: reports.len(),
+        });
+    }
+    for key in KEYS {
+        let derived = figures.iter().any(|f| f.key == *key)
+            || (*key == "checkpoint_fixed_ms" && checkpoint_fixed.is_some());
+        if !derived {
+            notes.push(format!(
+                "{key} is kept from the base: no passed scenario shows it"
+            ));
+        }
+    }
+    Ok(Calibration {
+        sources,
+        figures,
+        checkpoint,
+        checkpoint_fixed,
+        notes,
+        simulated: reports
+            .first()
+            .is_some_and(|(_, r)| r.target.kind == TargetKind::Sim),
+    })
+}
+
+/// The profile keys calibration sets.
+const KEYS: &[&str] = &[
+    "pod_start_ms",
+    "termination_ms",
+    "checkpoint_fixed_ms",
+    "restore_ms",
+    "pod_restored_after_ready_ms",
+];
+
+fn from_of(key: &str) -> &'static str {
+    match key {
+        "pod_start_ms" => "create_to_running",
+        "termination_ms" => "pause_to_gpu_free - pause_to_snapshot_ready",
+        "pod_restored_after_ready_ms" => "ready_to_pod_restored",
+        "restore_ms" => "resume_to_running - resume_to_scheduled - median pod start",
+        _ => "pause_to_snapshot_ready - pause_to_checkpointing - add-on settle",
+    }
+}
+
+fn check_sources(reports: &[(PathBuf, RunReport)], opts: &Options) -> Result<(), CalibrateError> {
+    let sim = reports
+        .iter()
+        .filter(|(_, r)| r.target.kind == TargetKind::Sim)
+        .count();
+    if sim > 0 && sim < reports.len() {
+        return Err(CalibrateError::MixedKinds);
+    }
+    if let Some((path, r)) = reports
+        .iter()
+        .find(|(_, r)| r.target.kind == TargetKind::Sim)
+        .filter(|_| !opts.allow_simulated)
+    {
+        return Err(CalibrateError::Simulated {
+            path: path.clone(),
+            server: bare_server(&r.target.server),
+        });
+    }
+    // A simulator listens on a new port each run; a cluster keeps its server.
+    if sim == 0 {
+        let servers: std::collections::BTreeSet<String> = reports
+            .iter()
+            .map(|(_, r)| bare_server(&r.target.server))
+            .collect();
+        if servers.len() > 1 {
+            return Err(CalibrateError::MixedClusters {
+                servers: servers.into_iter().collect(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The least-squares line through `(bytes, ms)`; `None` when the sizes are too alike.
+fn line(points: &[(f64, f64, usize)]) -> Option<(f64, f64)> {
+    let n = points.len() as f64;
+    let (min, max) = points
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(lo, hi), p| (lo.min(p.0), hi.max(p.0)));
+    if points.len() < 3 || min <= 0.0 || max / min < MIN_SIZE_SPREAD {
+        return None;
+    }
+    let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let slope = sxy / sxx;
+    Some((my - slope * mx, slope))
+}
+
+fn fit_checkpoints(
+    points: &[(f64, f64, usize)],
+    opts: &Options,
+    notes: &mut Vec<String>,
+) -> (Option<Fit>, Option<Figure>) {
+    if points.is_empty() {
+        return (None, None);
+    }
+    let spread = {
+        let (lo, hi) = points
+            .iter()
+            .fold((f64::MAX, 0.0f64), |(lo, hi), p| (lo.min(p.0), hi.max(p.0)));
+        if lo > 0.0 { hi / lo } else { f64::INFINITY }
+    };
+    // ms per byte.
+    let fitted = line(points).filter(|(_, slope)| *slope > 0.0);
+    let per_byte = match fitted {
+        Some((_, slope)) => slope,
+        None => {
+            notes.push(format!(
+                "checkpoint_mib_per_s is kept from the base ({:.0} MiB/s): {} checkpoint(s) with sizes {:.2}x apart cannot tell bytes from fixed cost (needs 3 or more, {MIN_SIZE_SPREAD}x apart, and time growing with size)",
+                opts.base_mib_per_s,
+                points.len(),
+                spread
+            ));
+            1000.0 / (opts.base_mib_per_s.max(1.0) * MIB)
+        }
+    };
+    let fixed: Vec<f64> = points
+        .iter()
+        .map(|(b, t, _)| (t - b * per_byte).max(0.0))
+        .collect();
+    let fixed_ms = fixed.iter().sum::<f64>() / fixed.len() as f64;
+    let rms = (points
+        .iter()
+        .map(|(b, t, _)| (t - (fixed_ms + b * per_byte)).powi(2))
+        .sum::<f64>()
+        / points.len() as f64)
+        .sqrt();
+    let runs: std::collections::BTreeSet<usize> = points.iter().map(|p| p.2).collect();
+    (
+        Some(Fit {
+            fixed_ms,
+            mib_per_s: fitted.map(|(_, slope)| 1000.0 / (slope * MIB)),
+            rms_error_ms: rms,
+            points: points.len(),
+            size_spread: spread,
+        }),
+        Some(Figure {
+            key: "checkpoint_fixed_ms",
+            from: from_of("checkpoint_fixed_ms"),
+            samples_ms: fixed,
+            runs: runs.len(),
+        }),
+    )
+}
+
+impl Calibration {
+    /// The profile's text: `base` (a profile's TOML) with its timings replaced by the
+    /// calibrated ones and a `[calibration]` table naming the sources.
+    pub fn profile(&self, base: &str, base_name: &str) -> Result<String, CalibrateError> {
+        let mut doc: toml::Table =
+            toml::from_str(base).map_err(|e| CalibrateError::Base(e.to_string()))?;
+        let timing = doc
+            .entry("timing")
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        let timing = timing
+            .as_table_mut()
+            .ok_or_else(|| CalibrateError::Base("`timing` is not a table".into()))?;
+        let value = |d: &Delay| toml::Value::try_from(d).expect("a delay serializes");
+        for f in self.figures.iter().chain(self.checkpoint_fixed.as_ref()) {
+            timing.insert(f.key.to_string(), value(&f.delay()));
+        }
+        if let Some(bw) = self.checkpoint.as_ref().and_then(|c| c.mib_per_s) {
+            timing.insert(
+                "checkpoint_mib_per_s".into(),
+                toml::Value::Float((bw * 10.0).round() / 10.0),
+            );
+        }
+        if self.checkpoint_fixed.is_some() {
+            // The fitted fixed cost already holds the cluster's shortest checkpoints.
+            timing.insert("checkpoint_min_ms".into(), toml::Value::Integer(0));
+        }
+        doc.insert(
+            "calibration".into(),
+            toml::Value::Table(self.record(base_name)),
+        );
+        let body = toml::to_string(&doc).map_err(|e| CalibrateError::Base(e.to_string()))?;
+        Ok(format!(
+            "{HEADER} from {} report(s){}; every [timing] key it set rests on the counts under\n# [calibration.figures]. Everything else is from the base profile, {base_name}.\n\n{body}",
+            self.sources.len(),
+            if self.simulated {
+                " of SIMULATOR runs (--allow-simulated)"
+            } else {
+                ""
+            }
+        ))
+    }
+
+    fn record(&self, base_name: &str) -> toml::Table {
+        let mut t = toml::Table::new();
+        t.insert("base".into(), base_name.into());
+        t.insert("simulated".into(), self.simulated.into());
+        let sources: Vec<toml::Value> = self
+            .sources
+            .iter()
+            .map(|s| {
+                let mut e = toml::Table::new();
+                e.insert("run_id".into(), s.run_id.clone().into());
+                e.insert("server".into(), s.server.clone().into());
+                e.insert("started_at".into(), s.started_at.to_rfc3339().into());
+                e.insert("scenarios_used".into(), (s.scenarios_used as i64).into());
+                toml::Value::Table(e)
+            })
+            .collect();
+        t.insert("sources".into(), toml::Value::Array(sources));
+        let mut figures = toml::Table::new();
+        for f in self.figures.iter().chain(self.checkpoint_fixed.as_ref()) {
+            let mut e = toml::Table::new();
+            e.insert("from".into(), f.from.into());
+            e.insert("samples".into(), (f.samples_ms.len() as i64).into());
+            e.insert("runs".into(), (f.runs as i64).into());
+            figures.insert(f.key.into(), toml::Value::Table(e));
+        }
+        t.insert("figures".into(), toml::Value::Table(figures));
+        if let Some(c) = &self.checkpoint {
+            let mut e = toml::Table::new();
+            e.insert(
+                "fixed_ms".into(),
+                ((c.fixed_ms * 10.0).round() / 10.0).into(),
+            );
+            if let Some(bw) = c.mib_per_s {
+                e.insert("mib_per_s".into(), ((bw * 10.0).round() / 10.0).into());
+            }
+            e.insert(
+                "rms_error_ms".into(),
+                ((c.rms_error_ms * 10.0).round() / 10.0).into(),
+            );
+            e.insert("points".into(), (c.points as i64).into());
+            t.insert("checkpoint_fit".into(), toml::Value::Table(e));
+        }
+        if !self.notes.is_empty() {
+            let notes: Vec<toml::Value> = self.notes.iter().map(|n| n.clone().into()).collect();
+            t.insert("notes".into(), toml::Value::Array(notes));
+        }
+        t
+    }
+
+    /// What was derived, for the terminal: one line per timing, the fit, the notes.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let runs = self.sources.len();
+        out.push_str(&format!(
+            "calibrated from {runs} report(s): {}\n",
+            self.sources
+                .iter()
+                .map(|s| format!("{} ({} scenarios)", s.run_id, s.scenarios_used))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        out.push_str(&format!(
+            "{:<30} {:>7} {:>5} {:>10} {:>10} {:>10}  from\n",
+            "timing", "samples", "runs", "p10 ms", "p50 ms", "p90 ms"
+        ));
+        for f in self.figures.iter().chain(self.checkpoint_fixed.as_ref()) {
+            out.push_str(&format!(
+                "{:<30} {:>7} {:>5} {:>10.0} {:>10.0} {:>10.0}  {}\n",
+                f.key,
+                f.samples_ms.len(),
+                f.runs,
+                f.quantile(0.1),
+                f.quantile(0.5),
+                f.quantile(0.9),
+                f.from
+            ));
+        }
+        if let Some(c) = &self.checkpoint {
+            out.push_str(&format!(
+                "checkpoint = {:.0} ms + resident bytes / {}: rms error {:.0} ms over {} checkpoint(s), sizes {:.2}x apart\n",
+                c.fixed_ms,
+                c.mib_per_s
+                    .map(|b| format!("{b:.1} MiB/s (fitted)"))
+                    .unwrap_or_else(|| "the base's bandwidth".to_string()),
+                c.rms_error_ms,
+                c.points,
+                c.size_spread
+            ));
+        }
+        for n in &self.notes {
+            out.push_str(&format!("note: {n}\n"));
+        }
+        out
+    }
+}
+
+/// Whether `path` may be written: it does not exist, or this command wrote it.
+pub fn may_overwrite(path: &Path) -> bool {
+    // A path that cannot exist (under a file) is for the write to refuse, with its reason.
+    !path.exists() || std::fs::read_to_string(path).is_ok_and(|t| t.starts_with(HEADER))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::TargetInfo;
+    use crate::timeline::{Mark, Observation, PhaseDuration, Timeline};
+
+    const GIB: f64 = 1024.0 * MIB;
+
+    /// A cluster's passed pause/resume scenario with these timings (ms), the kernel holding
+    /// `bytes` before the pause, and the held pause seen `frac_ms` into its second.
+    struct Known {
+        pod_start: f64,
+        termination: f64,
+        checkpoint_fixed: f64,
+        mib_per_s: f64,
+        restore: f64,
+        restored_lag: f64,
+        settle: f64,
+    }
+
+    fn scenario(k: &Known, bytes: f64, frac_ms: u32, jitter: f64) -> ScenarioReport {
+        let checkpoint = k.checkpoint_fixed + bytes / MIB / k.mib_per_s * 1000.0 + jitter;
+        let settle_waited = (k.settle - f64::from(frac_ms)).max(0.0);
+        let to_checkpointing = 5.0;
+        let to_ready = to_checkpointing + settle_waited + checkpoint;
+        let scheduled = 20.0;
+        let phases = [
+            ("create_to_running", k.pod_start + jitter),
+            ("pause_to_checkpointing", to_checkpointing),
+            ("pause_to_snapshot_ready", to_ready),
+            ("pause_to_gpu_free", to_ready + k.termination + jitter),
+            ("resume_to_scheduled", scheduled),
+            (
+                "resume_to_running",
+                scheduled + k.pod_start + k.restore + jitter,
+            ),
+            ("ready_to_pod_restored", k.restored_lag + jitter),
+        ];
+        let mut s = ScenarioReport::new("pause", "resume");
+        s.status = ScenarioStatus::Passed;
+        s.phases = phases
+            .iter()
+            .map(|(n, v)| PhaseDuration {
+                name: n.to_string(),
+                duration: Duration::from_secs_f64(v / 1000.0),
+            })
+            .collect();
+        let at = chrono::DateTime::parse_from_rfc3339("2026-12-01T02:00:07Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc)
+            + chrono::Duration::milliseconds(i64::from(frac_ms));
+        s.timeline = Timeline {
+            started_at: Some(at),
+            observations: vec![Observation {
+                mark: Mark::Checkpointing,
+                at,
+                offset: Duration::ZERO,
+                detail: None,
+            }],
+        };
+        s.evidence_before = Some(
+            serde_json::from_value(serde_json::json!({
+                "phase": "before_pause", "collected_at": at, "kernel_id": "k",
+                "kernel_listed": true, "files_via_server": null, "disk_scan": null,
+                "recovery": null, "notes": [],
+                "kernel": {"kernel_id": "k", "kernel_id_in_process": "k",
+                    "marker": {"state": "present", "digest": "d"}, "pid": 7,
+                    "process_start": null, "hostname": null, "execution_count": 1,
+                    "model": null, "gpu_memory_allocated": null,
+                    "resident_bytes": bytes as u64, "ticker": null, "files": {}}
+            }))
+            .unwrap(),
+        );
+        s
+    }
+
+    fn run(
+        id: &str,
+        kind: TargetKind,
+        server: &str,
+        scenarios: Vec<ScenarioReport>,
+    ) -> (PathBuf, RunReport) {
+        let mut r = RunReport::new(
+            id,
+            chrono::Utc::now(),
+            TargetInfo {
+                kind,
+                server: server.into(),
+                namespace: "ns".into(),
+                ..Default::default()
+            },
+        );
+        r.scenarios = scenarios;
+        (PathBuf::from(format!("{id}.json")), r)
+    }
+
+    fn options() -> Options {
+        Options {
+            allow_simulated: false,
+            settle_ms: 3000.0,
+            base_mib_per_s: 2048.0,
+        }
+    }
+
+    fn figure<'a>(c: &'a Calibration, key: &str) -> &'a Figure {
+        c.figures
+            .iter()
+            .chain(c.checkpoint_fixed.as_ref())
+            .find(|f| f.key == key)
+            .unwrap_or_else(|| panic!("no {key}"))
+    }
+
+    fn within_10_percent(got: f64, want: f64, what: &str) {
+        assert!(
+            (got - want).abs() <= want.abs() * 0.10,
+            "{what}: calibrated {got:.1}, known {want:.1}"
+        );
+    }
+
+    /// Reports made with known timings (sizes from 2 to 12 GiB, stamps at every fraction of
+    /// a second, a little noise) give those timings back within 10%, the bandwidth fitted.
+    #[test]
+    fn known_timings_are_recovered_within_ten_percent() {
+        let k = Known {
+            pod_start: 41_000.0,
+            termination: 1_800.0,
+            checkpoint_fixed: 9_000.0,
+            mib_per_s: 70.0,
+            restore: 11_500.0,
+            restored_lag: 17_000.0,
+            settle: 3_000.0,
+        };
+        let mut scenarios = Vec::new();
+        for i in 0..12u32 {
+            let bytes = (2.0 + f64::from(i % 6) * 2.0) * GIB;
+            let jitter = f64::from(i % 5) * 40.0 - 80.0;
+            scenarios.push(scenario(&k, bytes, (i * 173) % 1000, jitter));
+        }
+        let (a, b) = scenarios.split_at(6);
+        let reports = vec![
+            run(
+                "r1",
+                TargetKind::Cluster,
+                "https://user:pw@gke.example:443/?t=1",
+                a.to_vec(),
+            ),
+            run(
+                "r2",
+                TargetKind::Cluster,
+                "https://gke.example:443",
+                b.to_vec(),
+            ),
+        ];
+        let c = calibrate(&reports, &options()).unwrap();
+        within_10_percent(
+            figure(&c, "pod_start_ms").quantile(0.5),
+            k.pod_start,
+            "pod start",
+        );
+        within_10_percent(
+            figure(&c, "termination_ms").quantile(0.5),
+            k.termination,
+            "termination",
+        );
+        within_10_percent(figure(&c, "restore_ms").quantile(0.5), k.restore, "restore");
+        within_10_percent(
+            figure(&c, "pod_restored_after_ready_ms").quantile(0.5),
+            k.restored_lag,
+            "PodRestored lag",
+        );
+        let fit = c.checkpoint.as_ref().unwrap();
+        within_10_percent(fit.mib_per_s.unwrap(), k.mib_per_s, "checkpoint bandwidth");
+        within_10_percent(fit.fixed_ms, k.checkpoint_fixed, "checkpoint fixed cost");
+        assert!(fit.rms_error_ms < 100.0, "{fit:?}");
+        assert_eq!(figure(&c, "pod_start_ms").samples_ms.len(), 12);
+        assert_eq!(figure(&c, "pod_start_ms").runs, 2);
+        // The sources carry no credentials: scheme, host and port only.
+        assert!(
+            c.sources.iter().all(|s| s.server == "https://gke.example"),
+            "{:?}",
+            c.sources
+        );
+        assert_eq!(c.sources[0].scenarios_used, 6);
+
+        // The profile it writes loads, draws what the cluster did, and names its sources.
+        let text = c
+            .profile(crate::sim::profile::DEFAULT_PROFILE, "default (shipped)")
+            .unwrap();
+        assert!(text.starts_with(HEADER), "{text}");
+        assert!(!text.contains("pw") && !text.contains("t=1"), "{text}");
+        let p = crate::sim::profile::SimProfile::parse("calibrated", &text).unwrap();
+        assert!(p.timing.pod_start_ms.is_drawn());
+        within_10_percent(
+            p.timing.restore_ms.median().as_secs_f64() * 1000.0,
+            k.restore,
+            "the profile's restore",
+        );
+        within_10_percent(
+            p.timing.checkpoint_mib_per_s,
+            k.mib_per_s,
+            "the profile's bandwidth",
+        );
+        assert_eq!(p.timing.checkpoint_min_ms, 0);
+        assert_eq!(p.node_pools.len(), 2, "node pools from the base");
+        let cal = p.calibration.as_ref().unwrap();
+        assert_eq!(cal["sources"].as_array().unwrap().len(), 2);
+        assert_eq!(
+            cal["figures"]["restore_ms"]["samples"].as_integer(),
+            Some(12)
+        );
+    }
+
+    #[test]
+    fn alike_sizes_keep_the_base_bandwidth_and_say_so() {
+        let k = Known {
+            pod_start: 4000.0,
+            termination: 400.0,
+            checkpoint_fixed: 600.0,
+            mib_per_s: 2048.0,
+            restore: 1500.0,
+            restored_lag: 1500.0,
+            settle: 3000.0,
+        };
+        let s: Vec<_> = (0..4)
+            .map(|i| scenario(&k, 150e6 + f64::from(i) * 1e6, 900, 0.0))
+            .collect();
+        let c = calibrate(
+            &[run("r", TargetKind::Cluster, "https://c:443", s)],
+            &options(),
+        )
+        .unwrap();
+        let fit = c.checkpoint.as_ref().unwrap();
+        assert_eq!(fit.mib_per_s, None);
+        within_10_percent(
+            fit.fixed_ms,
+            k.checkpoint_fixed,
+            "fixed cost at the base bandwidth",
+        );
+        assert!(
+            c.notes
+                .iter()
+                .any(|n| n.contains("checkpoint_mib_per_s is kept from the base")),
+            "{:?}",
+            c.notes
+        );
+        assert!(c.render().contains("the base's bandwidth"));
+    }
+
+    #[test]
+    fn simulated_mixed_and_empty_reports_are_refused_with_what_to_do() {
+        let k = Known {
+            pod_start: 100.0,
+            termination: 50.0,
+            checkpoint_fixed: 10.0,
+            mib_per_s: 2048.0,
+            restore: 300.0,
+            restored_lag: 2000.0,
+            settle: 100.0,
+        };
+        let sc = || vec![scenario(&k, 1e8, 0, 0.0)];
+        let sim = run("s", TargetKind::Sim, "https://127.0.0.1:1234", sc());
+        let err = calibrate(std::slice::from_ref(&sim), &options()).unwrap_err();
+        assert!(err.to_string().contains("--allow-simulated"), "{err}");
+        let mut allowed = options();
+        allowed.allow_simulated = true;
+        assert!(
+            calibrate(std::slice::from_ref(&sim), &allowed)
+                .unwrap()
+                .simulated
+        );
+        let a = run("a", TargetKind::Cluster, "https://a:443", sc());
+        let b = run("b", TargetKind::Cluster, "https://b:443", sc());
+        let err = calibrate(&[a.clone(), b], &options()).unwrap_err();
+        assert!(err.to_string().contains("one cluster at a time"), "{err}");
+        let err = calibrate(&[a, sim], &allowed).unwrap_err();
+        assert!(
+            err.to_string().contains("mix simulator and cluster"),
+            "{err}"
+        );
+        // A run with no passed scenario, or none with phases.
+        let mut failed = scenario(&k, 1e8, 0, 0.0);
+        failed.status = ScenarioStatus::Failed;
+        let empty = run(
+            "e",
+            TargetKind::Cluster,
+            "https://a:443",
+            vec![failed, ScenarioReport::new("f", "n")],
+        );
+        let err = calibrate(&[empty], &options()).unwrap_err();
+        assert!(err.to_string().contains("no passed scenario"), "{err}");
+    }
+
+    /// The add-on counts its settle from a stamp in whole seconds: a pause seen 900 ms into
+    /// its second waited 2.1 s of a 3 s settle, not 3 s.
+    #[test]
+    fn the_settle_is_what_the_add_on_waited_from_its_whole_second_stamp() {
+        let k = Known {
+            pod_start: 100.0,
+            termination: 50.0,
+            checkpoint_fixed: 5000.0,
+            mib_per_s: 1e6,
+            restore: 300.0,
+            restored_lag: 2000.0,
+            settle: 3000.0,
+        };
+        let s = scenario(&k, 1.0, 900, 0.0);
+        assert!((settle_waited(&s, 3000.0) - 2100.0).abs() < 1.0);
+        let c = calibrate(
+            &[run("r", TargetKind::Cluster, "https://c:443", vec![s])],
+            &options(),
+        )
+        .unwrap();
+        within_10_percent(
+            figure(&c, "checkpoint_fixed_ms").quantile(0.5),
+            5000.0,
+            "checkpoint",
+        );
+    }
+
+    #[test]
+    fn only_a_profile_this_command_wrote_is_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("p.toml");
+        assert!(may_overwrite(&p), "a new file");
+        std::fs::write(&p, format!("{HEADER} from 1 report(s)\n")).unwrap();
+        assert!(may_overwrite(&p));
+        std::fs::write(&p, "# my own profile\n").unwrap();
+        assert!(!may_overwrite(&p));
+    }
+}
