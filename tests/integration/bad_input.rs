@@ -99,6 +99,15 @@ fn numbers_and_dates_out_of_range_are_refused_with_the_range() {
         &[],
     );
     assert_code(&o, wsgate::exit_code::USAGE, "up to 100 years");
+    for seed in ["-1", "9223372036854775808"] {
+        let set = format!("sim.seed={seed}");
+        let o = wsgate_within(30, &["run", "--dry-run", "--set", &set], &[]);
+        assert_code(
+            &o,
+            wsgate::exit_code::USAGE,
+            "an integer from 0 to 9223372036854775807",
+        );
+    }
 }
 
 #[test]
@@ -285,6 +294,7 @@ mod fuzz {
         &["cost"],
         &["report"],
         &["report", "--compare"],
+        &["sim", "calibrate", "--out", "/nonexistent/dir/profile.toml"],
         &[
             "status",
             "--target",

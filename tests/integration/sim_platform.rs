@@ -509,3 +509,51 @@ async fn an_object_whose_owner_is_gone_is_garbage_collected() {
         "no pod ran for it"
     );
 }
+
+/// A profile's drawn delays come from `sim.seed`'s streams: the same seed gives pods
+/// started in the same order the same start times, another seed other ones.
+#[tokio::test]
+async fn drawn_pod_starts_are_the_same_for_the_same_seed() {
+    async fn pod_starts(seed: u64) -> f64 {
+        wsgate::install_crypto_provider();
+        let mut opts = wsgate::sim::SimOptions::with_platform();
+        let p = opts.platform.as_mut().unwrap();
+        p.profile.runtime.kind = wsgate::sim::profile::RuntimeKind::None;
+        p.profile.timing.pod_start_ms =
+            toml::from_str::<toml::Table>("d = { quantiles = [[0, 20], [1, 900]] }").unwrap()["d"]
+                .clone()
+                .try_into()
+                .unwrap();
+        p.seed = seed;
+        let sim = wsgate::sim::SimHandle::start(opts).await.unwrap();
+        let pods: Api<Pod> = Api::namespaced(sim.client().await.unwrap(), NS);
+        for name in ["s1", "s2", "s3", "s4"] {
+            let pod: Pod = serde_json::from_value(json!({
+                "metadata": {"name": name},
+                "spec": {"containers": [{"name": "main", "image": "busybox"}]}
+            }))
+            .unwrap();
+            pods.create(&PostParams::default(), &pod).await.unwrap();
+            wait_for(&pods, name, "running", conditions::is_pod_running()).await;
+        }
+        let imposed = sim.truth().imposed();
+        let start = imposed
+            .iter()
+            .find(|s| s.delay == wsgate::sim::truth::Imposed::PodStart)
+            .expect("pod starts imposed");
+        assert_eq!(start.count, 4);
+        sim.shutdown().await;
+        start.total_ms
+    }
+    let (a, b, c) = (
+        pod_starts(7).await,
+        pod_starts(7).await,
+        pod_starts(8).await,
+    );
+    assert_eq!(a, b, "the same seed, the same delays");
+    assert_ne!(a, c, "another seed, other delays");
+    assert!(
+        a > 4.0 * 20.0 && a < 4.0 * 900.0,
+        "{a} ms drawn within the range"
+    );
+}
