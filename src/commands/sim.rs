@@ -82,6 +82,7 @@ fn calibrate(args: &crate::cli::CalibrateArgs) -> Result<i32, CommandError> {
         allow_simulated: args.allow_simulated,
         settle_ms: base.timing.addon_settle_ms as f64,
         base_mib_per_s: base.timing.checkpoint_mib_per_s,
+        base_restore_mib_per_s: base.timing.restore_mib_per_s,
     };
     let calibration =
         calibrate::calibrate(&reports, &options).map_err(|e| CommandError::Usage(e.to_string()))?;

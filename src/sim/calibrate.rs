@@ -11,7 +11,7 @@
 //! | `pod_start_ms` | `create_to_running` (scheduling, image, sandbox and server start together) |
 //! | `termination_ms` | `pause_to_gpu_free` − `pause_to_snapshot_ready` |
 //! | `checkpoint_fixed_ms`, `checkpoint_mib_per_s` | `pause_to_snapshot_ready` − `pause_to_checkpointing` − the add-on's settle as it waited it (the base's settle from a stamp in whole seconds), against the kernel's resident bytes before the pause: a least-squares line, fixed cost plus bytes over bandwidth |
-//! | `restore_ms` | `resume_to_running` − `resume_to_scheduled` − the median pod start |
+//! | `restore_ms`, `restore_mib_per_s` | `resume_to_running` − `resume_to_scheduled` − the median pod start, against the same resident bytes: the same fit |
 //! | `pod_restored_after_ready_ms` | `ready_to_pod_restored` |
 //!
 //! Each becomes a distribution (the observed samples, or quantiles when there are many), so
@@ -128,9 +128,11 @@ pub struct Fit {
 pub struct Calibration {
     pub sources: Vec<Source>,
     pub figures: Vec<Figure>,
+    /// Checkpoint time against resident bytes; its fixed part is the figure
+    /// `checkpoint_fixed_ms`.
     pub checkpoint: Option<Fit>,
-    /// The checkpoints' fixed cost, one per checkpoint (its time less its bytes' part).
-    pub checkpoint_fixed: Option<Figure>,
+    /// Restore time against resident bytes; its fixed part is the figure `restore_ms`.
+    pub restore: Option<Fit>,
     /// What could not be derived, and what was kept instead.
     pub notes: Vec<String>,
     pub simulated: bool,
@@ -143,8 +145,9 @@ pub struct Options {
     /// The base profile's add-on settle (ms): part of pause -> snapshot Ready that is not
     /// the checkpoint.
     pub settle_ms: f64,
-    /// The base profile's bandwidth, kept when the sizes cannot fit one.
+    /// The base profile's bandwidths, kept when the sizes cannot fit one (0: none).
     pub base_mib_per_s: f64,
+    pub base_restore_mib_per_s: f64,
 }
 
 fn ms(d: Duration) -> f64 {
@@ -193,7 +196,8 @@ pub fn calibrate(
     // (profile key, run index, ms), one per scenario that shows it.
     let mut seen: Vec<(&'static str, usize, f64)> = Vec::new();
     let mut checkpoints: Vec<(f64, f64, usize)> = Vec::new();
-    let mut resumes: Vec<(f64, usize)> = Vec::new();
+    // (resident bytes when known, resume -> Running less resume -> scheduled, run index).
+    let mut resumes: Vec<(Option<f64>, f64, usize)> = Vec::new();
     let mut sources = Vec::new();
     for (run, (_, r)) in reports.iter().enumerate() {
         let mut used = 0;
@@ -230,7 +234,7 @@ pub fn calibrate(
                 checkpoints.push((b as f64, t, run));
             }
             if let Some(resume) = between(s, "resume_to_running", "resume_to_scheduled") {
-                resumes.push((resume, run));
+                resumes.push((bytes.map(|b| b as f64), resume, run));
             }
             used += usize::from(seen.len() + checkpoints.len() + resumes.len() > before);
         }
@@ -262,21 +266,49 @@ pub fn calibrate(
         .iter()
         .find(|f| f.key == "pod_start_ms")
         .map(|f| f.quantile(0.5));
+    let mut restore = None;
     match pod_start_median {
         Some(start) if !resumes.is_empty() => {
-            let clamped = resumes.iter().filter(|(r, _)| *r < start).count();
+            let clamped = resumes.iter().filter(|(_, r, _)| *r < start).count();
             if clamped > 0 {
                 notes.push(format!(
                     "{clamped} resume(s) were quicker than the median pod start ({start:.0} ms): their restore is taken as 0"
                 ));
             }
-            let runs: std::collections::BTreeSet<usize> = resumes.iter().map(|r| r.1).collect();
-            figures.push(Figure {
-                key: "restore_ms",
-                from: from_of("restore_ms"),
-                samples_ms: resumes.iter().map(|(r, _)| (r - start).max(0.0)).collect(),
-                runs: runs.len(),
-            });
+            let points: Vec<(Option<f64>, f64, usize)> = resumes
+                .iter()
+                .map(|(b, r, run)| (*b, (r - start).max(0.0), *run))
+                .collect();
+            let sized: Option<Vec<(f64, f64, usize)>> = points
+                .iter()
+                .map(|(b, t, run)| b.map(|b| (b, *t, *run)))
+                .collect();
+            match sized {
+                Some(sized) => {
+                    let (fit, figure) = fit_bytes(
+                        &sized,
+                        "restore_ms",
+                        opts.base_restore_mib_per_s,
+                        &mut notes,
+                    );
+                    restore = Some(fit);
+                    figures.push(figure);
+                }
+                None => {
+                    notes.push(
+                        "restore_mib_per_s is kept from the base: some resumes have no resident size (no kernel evidence)"
+                            .to_string(),
+                    );
+                    let runs: std::collections::BTreeSet<usize> =
+                        points.iter().map(|p| p.2).collect();
+                    figures.push(Figure {
+                        key: "restore_ms",
+                        from: from_of("restore_ms"),
+                        samples_ms: points.iter().map(|p| p.1).collect(),
+                        runs: runs.len(),
+                    });
+                }
+            }
         }
         _ if !resumes.is_empty() => notes.push(
             "restore_ms is kept from the base: no create phase tells pod start from restore"
@@ -284,16 +316,23 @@ pub fn calibrate(
         ),
         _ => {}
     }
-    let (checkpoint, checkpoint_fixed) = fit_checkpoints(&checkpoints, opts, &mut notes);
+    let checkpoint = (!checkpoints.is_empty()).then(|| {
+        let (fit, figure) = fit_bytes(
+            &checkpoints,
+            "checkpoint_fixed_ms",
+            opts.base_mib_per_s,
+            &mut notes,
+        );
+        figures.push(figure);
+        fit
+    });
     if figures.is_empty() && checkpoint.is_none() {
         return Err(CalibrateError::NothingToCalibrate {
             reports: reports.len(),
         });
     }
     for key in KEYS {
-        let derived = figures.iter().any(|f| f.key == *key)
-            || (*key == "checkpoint_fixed_ms" && checkpoint_fixed.is_some());
-        if !derived {
+        if !figures.iter().any(|f| f.key == *key) {
             notes.push(format!(
                 "{key} is kept from the base: no passed scenario shows it"
             ));
@@ -303,7 +342,7 @@ pub fn calibrate(
         sources,
         figures,
         checkpoint,
-        checkpoint_fixed,
+        restore,
         notes,
         simulated: reports
             .first()
@@ -380,32 +419,36 @@ fn line(points: &[(f64, f64, usize)]) -> Option<(f64, f64)> {
     Some((my - slope * mx, slope))
 }
 
-fn fit_checkpoints(
+/// Fits `(bytes, ms)` as `fixed + bytes / bandwidth` for the figure `key` (its fixed part,
+/// one sample per point). Sizes too alike, or time not growing with size, keep the base's
+/// bandwidth (`base_mib_per_s`, 0 for none) and say so in `notes`.
+fn fit_bytes(
     points: &[(f64, f64, usize)],
-    opts: &Options,
+    key: &'static str,
+    base_mib_per_s: f64,
     notes: &mut Vec<String>,
-) -> (Option<Fit>, Option<Figure>) {
-    if points.is_empty() {
-        return (None, None);
-    }
-    let spread = {
-        let (lo, hi) = points
-            .iter()
-            .fold((f64::MAX, 0.0f64), |(lo, hi), p| (lo.min(p.0), hi.max(p.0)));
-        if lo > 0.0 { hi / lo } else { f64::INFINITY }
-    };
+) -> (Fit, Figure) {
+    let (lo, hi) = points
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(lo, hi), p| (lo.min(p.0), hi.max(p.0)));
+    let spread = if lo > 0.0 { hi / lo } else { f64::INFINITY };
     // ms per byte.
     let fitted = line(points).filter(|(_, slope)| *slope > 0.0);
     let per_byte = match fitted {
         Some((_, slope)) => slope,
         None => {
             notes.push(format!(
-                "checkpoint_mib_per_s is kept from the base ({:.0} MiB/s): {} checkpoint(s) with sizes {:.2}x apart cannot tell bytes from fixed cost (needs 3 or more, {MIN_SIZE_SPREAD}x apart, and time growing with size)",
-                opts.base_mib_per_s,
+                "{} is kept from the base ({}): {} point(s) with sizes {:.2}x apart cannot tell bytes from fixed cost (needs 3 or more, {MIN_SIZE_SPREAD}x apart, and time growing with size)",
+                bandwidth_key(key),
+                if base_mib_per_s > 0.0 { format!("{base_mib_per_s:.0} MiB/s") } else { "no per-byte part".to_string() },
                 points.len(),
                 spread
             ));
-            1000.0 / (opts.base_mib_per_s.max(1.0) * MIB)
+            if base_mib_per_s > 0.0 {
+                1000.0 / (base_mib_per_s * MIB)
+            } else {
+                0.0
+            }
         }
     };
     let fixed: Vec<f64> = points
@@ -421,20 +464,29 @@ fn fit_checkpoints(
         .sqrt();
     let runs: std::collections::BTreeSet<usize> = points.iter().map(|p| p.2).collect();
     (
-        Some(Fit {
+        Fit {
             fixed_ms,
             mib_per_s: fitted.map(|(_, slope)| 1000.0 / (slope * MIB)),
             rms_error_ms: rms,
             points: points.len(),
             size_spread: spread,
-        }),
-        Some(Figure {
-            key: "checkpoint_fixed_ms",
-            from: from_of("checkpoint_fixed_ms"),
+        },
+        Figure {
+            key,
+            from: from_of(key),
             samples_ms: fixed,
             runs: runs.len(),
-        }),
+        },
     )
+}
+
+/// The profile key of the bandwidth that goes with the fixed part `key`.
+fn bandwidth_key(key: &str) -> &'static str {
+    if key == "restore_ms" {
+        "restore_mib_per_s"
+    } else {
+        "checkpoint_mib_per_s"
+    }
 }
 
 impl Calibration {
@@ -450,16 +502,18 @@ impl Calibration {
             .as_table_mut()
             .ok_or_else(|| CalibrateError::Base("`timing` is not a table".into()))?;
         let value = |d: &Delay| toml::Value::try_from(d).expect("a delay serializes");
-        for f in self.figures.iter().chain(self.checkpoint_fixed.as_ref()) {
+        for f in self.figures.iter() {
             timing.insert(f.key.to_string(), value(&f.delay()));
         }
-        if let Some(bw) = self.checkpoint.as_ref().and_then(|c| c.mib_per_s) {
-            timing.insert(
-                "checkpoint_mib_per_s".into(),
-                toml::Value::Float((bw * 10.0).round() / 10.0),
-            );
+        for (key, fit) in [
+            ("checkpoint_mib_per_s", &self.checkpoint),
+            ("restore_mib_per_s", &self.restore),
+        ] {
+            if let Some(bw) = fit.as_ref().and_then(|c| c.mib_per_s) {
+                timing.insert(key.into(), toml::Value::Float((bw * 10.0).round() / 10.0));
+            }
         }
-        if self.checkpoint_fixed.is_some() {
+        if self.checkpoint.is_some() {
             // The fitted fixed cost already holds the cluster's shortest checkpoints.
             timing.insert("checkpoint_min_ms".into(), toml::Value::Integer(0));
         }
@@ -497,7 +551,7 @@ impl Calibration {
             .collect();
         t.insert("sources".into(), toml::Value::Array(sources));
         let mut figures = toml::Table::new();
-        for f in self.figures.iter().chain(self.checkpoint_fixed.as_ref()) {
+        for f in self.figures.iter() {
             let mut e = toml::Table::new();
             e.insert("from".into(), f.from.into());
             e.insert("samples".into(), (f.samples_ms.len() as i64).into());
@@ -505,7 +559,11 @@ impl Calibration {
             figures.insert(f.key.into(), toml::Value::Table(e));
         }
         t.insert("figures".into(), toml::Value::Table(figures));
-        if let Some(c) = &self.checkpoint {
+        for (name, fit) in [
+            ("checkpoint_fit", &self.checkpoint),
+            ("restore_fit", &self.restore),
+        ] {
+            let Some(c) = fit else { continue };
             let mut e = toml::Table::new();
             e.insert(
                 "fixed_ms".into(),
@@ -519,7 +577,7 @@ impl Calibration {
                 ((c.rms_error_ms * 10.0).round() / 10.0).into(),
             );
             e.insert("points".into(), (c.points as i64).into());
-            t.insert("checkpoint_fit".into(), toml::Value::Table(e));
+            t.insert(name.into(), toml::Value::Table(e));
         }
         if !self.notes.is_empty() {
             let notes: Vec<toml::Value> = self.notes.iter().map(|n| n.clone().into()).collect();
@@ -544,7 +602,7 @@ impl Calibration {
             "{:<30} {:>7} {:>5} {:>10} {:>10} {:>10}  from\n",
             "timing", "samples", "runs", "p10 ms", "p50 ms", "p90 ms"
         ));
-        for f in self.figures.iter().chain(self.checkpoint_fixed.as_ref()) {
+        for f in self.figures.iter() {
             out.push_str(&format!(
                 "{:<30} {:>7} {:>5} {:>10.0} {:>10.0} {:>10.0}  {}\n",
                 f.key,
@@ -556,13 +614,14 @@ impl Calibration {
                 f.from
             ));
         }
-        if let Some(c) = &self.checkpoint {
+        for (what, fit) in [("checkpoint", &self.checkpoint), ("restore", &self.restore)] {
+            let Some(c) = fit else { continue };
             out.push_str(&format!(
-                "checkpoint = {:.0} ms + resident bytes / {}: rms error {:.0} ms over {} checkpoint(s), sizes {:.2}x apart\n",
+                "{what} = {:.0} ms + resident bytes / {}: rms error {:.0} ms over {} point(s), sizes {:.2}x apart\n",
                 c.fixed_ms,
                 c.mib_per_s
                     .map(|b| format!("{b:.1} MiB/s (fitted)"))
-                    .unwrap_or_else(|| "the base's bandwidth".to_string()),
+                    .unwrap_or_else(|| "the base's bandwidth (if any)".to_string()),
                 c.rms_error_ms,
                 c.points,
                 c.size_spread
@@ -597,6 +656,8 @@ mod tests {
         checkpoint_fixed: f64,
         mib_per_s: f64,
         restore: f64,
+        /// `f64::INFINITY`: no per-byte part.
+        restore_mib_per_s: f64,
         restored_lag: f64,
         settle: f64,
     }
@@ -615,7 +676,11 @@ mod tests {
             ("resume_to_scheduled", scheduled),
             (
                 "resume_to_running",
-                scheduled + k.pod_start + k.restore + jitter,
+                scheduled
+                    + k.pod_start
+                    + k.restore
+                    + bytes / MIB / k.restore_mib_per_s * 1000.0
+                    + jitter,
             ),
             ("ready_to_pod_restored", k.restored_lag + jitter),
         ];
@@ -682,13 +747,13 @@ mod tests {
             allow_simulated: false,
             settle_ms: 3000.0,
             base_mib_per_s: 2048.0,
+            base_restore_mib_per_s: 0.0,
         }
     }
 
     fn figure<'a>(c: &'a Calibration, key: &str) -> &'a Figure {
         c.figures
             .iter()
-            .chain(c.checkpoint_fixed.as_ref())
             .find(|f| f.key == key)
             .unwrap_or_else(|| panic!("no {key}"))
     }
@@ -710,6 +775,7 @@ mod tests {
             checkpoint_fixed: 9_000.0,
             mib_per_s: 70.0,
             restore: 11_500.0,
+            restore_mib_per_s: 600.0,
             restored_lag: 17_000.0,
             settle: 3_000.0,
         };
@@ -755,6 +821,13 @@ mod tests {
         within_10_percent(fit.mib_per_s.unwrap(), k.mib_per_s, "checkpoint bandwidth");
         within_10_percent(fit.fixed_ms, k.checkpoint_fixed, "checkpoint fixed cost");
         assert!(fit.rms_error_ms < 100.0, "{fit:?}");
+        let fit = c.restore.as_ref().unwrap();
+        within_10_percent(
+            fit.mib_per_s.unwrap(),
+            k.restore_mib_per_s,
+            "restore bandwidth",
+        );
+        within_10_percent(fit.fixed_ms, k.restore, "restore fixed part");
         assert_eq!(figure(&c, "pod_start_ms").samples_ms.len(), 12);
         assert_eq!(figure(&c, "pod_start_ms").runs, 2);
         // The sources carry no credentials: scheme, host and port only.
@@ -783,6 +856,11 @@ mod tests {
             k.mib_per_s,
             "the profile's bandwidth",
         );
+        within_10_percent(
+            p.timing.restore_mib_per_s,
+            k.restore_mib_per_s,
+            "the profile's restore bandwidth",
+        );
         assert_eq!(p.timing.checkpoint_min_ms, 0);
         assert_eq!(p.node_pools.len(), 2, "node pools from the base");
         let cal = p.calibration.as_ref().unwrap();
@@ -801,6 +879,7 @@ mod tests {
             checkpoint_fixed: 600.0,
             mib_per_s: 2048.0,
             restore: 1500.0,
+            restore_mib_per_s: f64::INFINITY,
             restored_lag: 1500.0,
             settle: 3000.0,
         };
@@ -837,6 +916,7 @@ mod tests {
             checkpoint_fixed: 10.0,
             mib_per_s: 2048.0,
             restore: 300.0,
+            restore_mib_per_s: f64::INFINITY,
             restored_lag: 2000.0,
             settle: 100.0,
         };
@@ -883,6 +963,7 @@ mod tests {
             checkpoint_fixed: 5000.0,
             mib_per_s: 1e6,
             restore: 300.0,
+            restore_mib_per_s: f64::INFINITY,
             restored_lag: 2000.0,
             settle: 3000.0,
         };

@@ -108,7 +108,10 @@ pub struct Timing {
     /// A checkpoint's fixed cost, before its per-byte part (`wsgate sim calibrate` fits both).
     pub checkpoint_fixed_ms: Delay,
     pub checkpoint_min_ms: u64,
+    /// A restore's fixed part; with `restore_mib_per_s` above 0 the snapshot's resident
+    /// bytes at that bandwidth are added (0, the default: no per-byte part).
     pub restore_ms: Delay,
+    pub restore_mib_per_s: f64,
     /// How long after a restored pod turns Ready its `PodRestored` condition is written:
     /// GKE streams memory in lazily and writes the condition after Ready (a field report
     /// saw ~17 s).
@@ -132,6 +135,7 @@ impl Default for Timing {
             checkpoint_fixed_ms: Delay::Fixed(0),
             checkpoint_min_ms: 200,
             restore_ms: Delay::Fixed(300),
+            restore_mib_per_s: 0.0,
             pod_restored_after_ready_ms: Delay::Fixed(2000),
             addon_settle_ms: 100,
             addon_drain_interval_ms: 1000,
@@ -148,6 +152,19 @@ impl Timing {
     pub fn checkpoint_duration(&self, resident_bytes: u64, fixed: Duration) -> Duration {
         let secs = resident_bytes as f64 / (self.checkpoint_mib_per_s.max(1.0) * 1024.0 * 1024.0);
         Duration::from_millis(self.checkpoint_min_ms).max(fixed + Duration::from_secs_f64(secs))
+    }
+
+    /// How long a restore of `resident_bytes` takes: its fixed part (`fixed`, drawn from
+    /// `restore_ms`) plus the bytes at `restore_mib_per_s` when that is above 0.
+    pub fn restore_duration(&self, resident_bytes: u64, fixed: Duration) -> Duration {
+        if self.restore_mib_per_s > 0.0 && self.restore_mib_per_s.is_finite() {
+            fixed
+                + Duration::from_secs_f64(
+                    resident_bytes as f64 / (self.restore_mib_per_s * 1024.0 * 1024.0),
+                )
+        } else {
+            fixed
+        }
     }
 
     /// Scales a platform interval (probe interval, idle threshold) to simulator time.
@@ -448,5 +465,18 @@ mod tests {
         let fixed = Duration::from_secs(2);
         let per_byte = t.checkpoint_duration(8 << 30, Duration::ZERO);
         assert_eq!(t.checkpoint_duration(8 << 30, fixed), per_byte + fixed);
+        assert_eq!(
+            t.restore_duration(8 << 30, fixed),
+            fixed,
+            "no per-byte restore by default"
+        );
+        let t = Timing {
+            restore_mib_per_s: 1024.0,
+            ..Timing::default()
+        };
+        assert_eq!(
+            t.restore_duration(8 << 30, fixed),
+            fixed + Duration::from_secs(8)
+        );
     }
 }

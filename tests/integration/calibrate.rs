@@ -14,7 +14,7 @@ const SCENARIO: &str = "A paused GPU workspace resumes with its process";
 
 /// The known timings (ms): pod start long enough to hold the real Jupyter server's own
 /// start (it starts within it), the rest well above the harness's observation lag.
-const POD_START: f64 = 6000.0;
+const POD_START: f64 = 9000.0;
 const RESTORE: f64 = 1500.0;
 const TERMINATION: f64 = 400.0;
 const RESTORED_LAG: f64 = 1500.0;

@@ -268,12 +268,15 @@ impl Reconciler for Kubelet {
                 // A cold container's own process starts within the pod start, as on a node
                 // (the delay is bind -> started, the server's start included): the runtime's
                 // real process is begun now, and the pod turns Running when both are done.
-                if plan.is_none()
-                    && missing_config_map(ctx, &pod).is_none()
-                    && self.backing_off(&uid).is_none()
-                    && let Err(message) = self.start_process(ctx, &pod, &uid, None)
-                {
-                    return Next::After(self.fail_start(ctx, key, &pod, &uid, &message));
+                if plan.is_none() && self.backing_off(&uid).is_none() {
+                    if missing_config_map(ctx, &pod).is_some() {
+                        // Not before its volumes are there: look again soon, not only when
+                        // the delay is over.
+                        return Next::After((wait - elapsed).min(MOUNT_RETRY));
+                    }
+                    if let Err(message) = self.start_process(ctx, &pod, &uid, None) {
+                        return Next::After(self.fail_start(ctx, key, &pod, &uid, &message));
+                    }
                 }
                 return Next::After(wait - elapsed);
             }

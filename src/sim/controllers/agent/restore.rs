@@ -242,10 +242,16 @@ pub fn restore_plan_and_faults(ctx: &Ctx, pod: &Value) -> (Option<RestorePlan>, 
         acted.push(Fault::SilentColdStart);
         return (None, acted);
     }
-    let mut delay = ctx.delays.of(
+    let fixed = ctx.delays.of(
         crate::sim::delay::Purpose::Restore,
         crate::sim::json::uid_of(pod),
     );
+    // The image's resident bytes, for a profile with a per-byte restore.
+    let bytes = ctx
+        .pods
+        .image(crate::sim::json::uid_of(&chosen))
+        .map_or(0, |i| i.resident_bytes);
+    let mut delay = ctx.profile.timing.restore_duration(bytes, fixed);
     if fault_for_pod(ctx, pod, Fault::SlowRestore) {
         delay *= SLOW_RESTORE_FACTOR;
         acted.push(Fault::SlowRestore);
