@@ -161,7 +161,12 @@ pub fn install_panic_hook() {
             Some(PrintFailure::PipeClosed) => std::process::exit(crate::exit_code::PIPE_CLOSED),
             Some(PrintFailure::Other) => {
                 let why = message.trim_start_matches("failed printing to stdout: ");
-                eprintln!("error: cannot write to standard output: {why}");
+                // Not eprintln!: a standard error that cannot be written either must not
+                // panic inside this hook.
+                let _ = writeln!(
+                    std::io::stderr().lock(),
+                    "error: cannot write to standard output: {why}"
+                );
                 std::process::exit(crate::exit_code::OUTPUT)
             }
             None => default(info),

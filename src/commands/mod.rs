@@ -94,6 +94,11 @@ impl CommandError {
             CommandError::Target(_) | CommandError::Runtime(_) => exit_code::TARGET,
             // A port in use is the caller's to change, not a bug in wsgate.
             CommandError::Sim(SimError::Bind { .. }) => exit_code::USAGE,
+            // A kubeconfig path or state directory that cannot be written is the machine's
+            // or the caller's, not a bug in wsgate.
+            CommandError::Sim(SimError::WriteKubeconfig { .. } | SimError::StateDir(_)) => {
+                exit_code::OUTPUT
+            }
             CommandError::Sim(_) | CommandError::Signals(_) => exit_code::INTERNAL,
             // A temporary directory or a file that cannot be written is the machine's, not a
             // bug in wsgate.

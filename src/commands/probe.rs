@@ -156,7 +156,7 @@ async fn run_mark(args: &ProbeArgs) -> Result<i32, ProbeError> {
         k.and_then(|k| k.model.as_ref())
             .map(|m| format!(
                 ", weight hash {}",
-                &m.weight_hash[..12.min(m.weight_hash.len())]
+                crate::verdict::short_hash(&m.weight_hash)
             ))
             .unwrap_or_default(),
         args.state.display()

@@ -98,7 +98,7 @@ pub struct Comparison {
     /// Where each run ran (`sim` or `cluster`).
     pub before_target: TargetKind,
     pub after_target: TargetKind,
-    /// Every phase both runs measured, as B over A: how close a simulator run on a
+    /// Every phase both runs measured in scenarios that passed in both, as B over A: how close a simulator run on a
     /// calibrated profile comes to the cluster's run it was calibrated from.
     pub ratios: Vec<PhaseRatio>,
 }
@@ -159,15 +159,17 @@ fn ratios(pairs: &[(&ScenarioReport, &ScenarioReport)]) -> Vec<PhaseRatio> {
 
 impl Comparison {
     /// Scenarios that started failing, changed verdict, are a false restore in B, or have a
-    /// slower phase.
+    /// slower phase. A slower phase counts only between runs on the same kind of target: a
+    /// simulator run against a cluster run is a calibration check, not a regression.
     pub fn regressions(&self) -> usize {
+        let same_kind = self.before_target == self.after_target;
         self.scenarios
             .iter()
             .filter(|s| {
                 s.started_failing()
                     || s.verdict_changed()
                     || s.false_restore_after
-                    || !s.slower.is_empty()
+                    || (same_kind && !s.slower.is_empty())
             })
             .count()
     }
@@ -211,7 +213,9 @@ pub fn compare(before: &RunReport, after: &RunReport, threshold: Threshold) -> C
             Some((i, b)) => {
                 used[i] = true;
                 scenarios.push(delta(a, b, threshold));
-                pairs.push((a, b));
+                if a.status == ScenarioStatus::Passed && b.status == ScenarioStatus::Passed {
+                    pairs.push((a, b));
+                }
             }
             None => removed.push(format!("{} › {}", a.feature, a.name)),
         }
@@ -382,8 +386,14 @@ fn ratio_section(out: &mut String, c: &Comparison) {
     let (a, b) = (c.before_target.as_str(), c.after_target.as_str());
     let _ = writeln!(
         out,
-        "Phase by phase, B ({b}) over A ({a}), medians of the matched scenarios:"
+        "Phase by phase, B ({b}) over A ({a}), medians of the scenarios that passed in both:"
     );
+    if a != b {
+        let _ = writeln!(
+            out,
+            "  (a {b} run against a {a} run: slower phases are listed, not counted as regressions)"
+        );
+    }
     let _ = writeln!(
         out,
         "  {:<28} {:>9} {:>10} {:>10} {:>7}",
@@ -648,6 +658,25 @@ mod tests {
         let text = render(&c);
         assert!(text.contains("B (sim) over A (cluster)"), "{text}");
         assert!(text.contains("1.10"), "{text}");
+        // A cluster run against a simulator run: B's slower phases are not regressions.
+        let mut slow = b.clone();
+        slow.scenarios[0].phases[0].duration = Duration::from_secs(60);
+        let calibration = compare(&a, &slow, Threshold::default());
+        assert!(!calibration.scenarios[0].slower.is_empty());
+        assert_eq!(calibration.exit_code(), crate::exit_code::SUCCESS);
+        slow.target.kind = TargetKind::Cluster;
+        assert_eq!(
+            compare(&a, &slow, Threshold::default()).exit_code(),
+            crate::exit_code::FAILED,
+            "between two cluster runs it is one"
+        );
+        // Only scenarios that passed in both count in the ratios.
+        let mut failed = b.clone();
+        failed.scenarios[1].status = ScenarioStatus::Failed;
+        assert_eq!(
+            compare(&a, &failed, Threshold::default()).ratios[0].scenarios,
+            2
+        );
         let json = serde_json::to_value(&c).unwrap();
         assert_eq!(
             json["ratios"][0]["ratio"]

@@ -207,10 +207,21 @@ impl KernelChannel {
             options.silent,
             options.store_history,
         );
-        self.socket
-            .send(Message::Text(frame.into()))
-            .await
-            .map_err(|e| self.closed(options, format!("sending the request failed: {e}")))?;
+        // The send is bounded by the cell's budget too: a server that stops reading cannot
+        // hold it.
+        match tokio::time::timeout_at(deadline, self.socket.send(Message::Text(frame.into()))).await
+        {
+            Ok(sent) => {
+                sent.map_err(|e| self.closed(options, format!("sending the request failed: {e}")))?
+            }
+            Err(_) => {
+                return Err(budget_error(
+                    &Budget::new(options.budget_name.clone(), options.budget),
+                    options.cell.clone(),
+                    "the request could not be sent".to_owned(),
+                ));
+            }
+        }
 
         let mut collector = ReplyCollector::new(msg_id);
         let mut poll: Option<Poll> = None;
@@ -289,12 +300,19 @@ impl KernelChannel {
         let options =
             ExecuteOptions::new(budget.limit).named("kernel_info", budget.name.to_string());
         let (msg_id, frame) = wire::kernel_info_request(&self.session_id);
-        self.socket
-            .send(Message::Text(frame.into()))
-            .await
-            .map_err(|e| {
+        match tokio::time::timeout_at(deadline, self.socket.send(Message::Text(frame.into()))).await
+        {
+            Ok(sent) => sent.map_err(|e| {
                 self.closed(&options, format!("sending kernel_info_request failed: {e}"))
-            })?;
+            })?,
+            Err(_) => {
+                return Err(budget_error(
+                    budget,
+                    options.cell.clone(),
+                    "kernel_info_request could not be sent".to_owned(),
+                ));
+            }
+        }
         let mut last_state = "no reply yet".to_owned();
         loop {
             quick_ack(&self.socket);
@@ -337,8 +355,10 @@ impl KernelChannel {
     }
 
     /// Closes the websocket politely.
+    /// Closes the socket, waiting at most a second for the close handshake (the socket
+    /// is dropped either way).
     pub async fn close(mut self) {
-        let _ = self.socket.close(None).await;
+        let _ = tokio::time::timeout(Duration::from_secs(1), self.socket.close(None)).await;
     }
 
     fn closed(&self, options: &ExecuteOptions, reason: String) -> SessionError {

@@ -110,7 +110,9 @@ pub enum SessionError {
         traceback: Vec<String>,
     },
     /// A wsgate cell did not print the result line it should have.
-    #[error("cell `{cell}`: {detail}")]
+    #[error(
+        "cell `{cell}`: {detail} (is the kernel an IPython kernel that returns its output? wsgate's cells need one)"
+    )]
     CellOutput { cell: String, detail: String },
     /// A cell template could not be filled.
     #[error(transparent)]
@@ -132,7 +134,10 @@ impl SessionError {
             | SessionError::UnexpectedStatus { .. }
             | SessionError::NotJupyter { .. }
             | SessionError::Decode { .. }
-            | SessionError::WebSocket { .. } => exit_code::TARGET,
+            | SessionError::WebSocket { .. }
+            // The kernel did not print what wsgate's cell prints: not an IPython kernel, or
+            // one that drops output.
+            | SessionError::CellOutput { .. } => exit_code::TARGET,
             SessionError::CellRaised { ename, .. }
                 if ename == "ModuleNotFoundError" || ename == "ImportError" =>
             {
@@ -142,9 +147,7 @@ impl SessionError {
             | SessionError::KernelDied { .. }
             | SessionError::CellRaised { .. } => exit_code::FAILED,
             SessionError::Budget { .. } => exit_code::BUDGET,
-            SessionError::HttpClient { .. }
-            | SessionError::CellOutput { .. }
-            | SessionError::Template(_) => exit_code::INTERNAL,
+            SessionError::HttpClient { .. } | SessionError::Template(_) => exit_code::INTERNAL,
         }
     }
 

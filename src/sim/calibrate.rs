@@ -8,15 +8,18 @@
 //!
 //! | profile key | from the report |
 //! |---|---|
-//! | `pod_start_ms` | `create_to_running` (scheduling, image, sandbox and server start together) |
-//! | `termination_ms` | `pause_to_gpu_free` − `pause_to_snapshot_ready` |
+//! | `pod_start_ms` | `create_to_running` (scheduling, node scale-up, image, sandbox and server start together: the simulator reproduces their sum) |
+//! | `termination_ms` | the `PodGone` mark less the `SnapshotReady` mark (both stamped from the watch) |
 //! | `checkpoint_fixed_ms`, `checkpoint_mib_per_s` | `pause_to_snapshot_ready` − `pause_to_checkpointing` − the add-on's settle as it waited it (the base's settle from a stamp in whole seconds), against the kernel's resident bytes before the pause: a least-squares line, fixed cost plus bytes over bandwidth |
 //! | `restore_ms`, `restore_mib_per_s` | `resume_to_running` − `resume_to_scheduled` − the median pod start, against the same resident bytes: the same fit |
 //! | `pod_restored_after_ready_ms` | `ready_to_pod_restored` |
 //!
 //! Each becomes a distribution (the observed samples, or quantiles when there are many), so
 //! the simulator draws what the cluster did, not one typical number. Only the sum of pod
-//! start and restore is seen on a resume; the split rests on the create phase.
+//! start and restore is seen on a resume; the split rests on the create phase. The settle
+//! correction reads the sub-second fraction from the harness's clock, the stamp is the API
+//! server's: with clocks apart by more than the watch's lag, the checkpoint's fixed cost is
+//! off by up to the settle (at most a second).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -24,6 +27,7 @@ use std::time::Duration;
 
 use super::delay::{Delay, Distribution, quantile};
 use crate::report::{RunReport, ScenarioReport, ScenarioStatus, TargetKind};
+use crate::timeline::Mark;
 
 /// A figure is written as its samples up to this many; as quantiles above.
 const MAX_SAMPLES: usize = 50;
@@ -44,11 +48,29 @@ pub enum CalibrateError {
     Simulated { path: PathBuf, server: String },
     #[error(
         "the reports come from more than one cluster ({}): calibrate one cluster at a time",
-        servers.join(", ")
+        servers.join("; ")
     )]
     MixedClusters { servers: Vec<String> },
-    #[error("the reports mix simulator and cluster runs: calibrate from one kind")]
-    MixedKinds,
+    #[error(
+        "the reports mix simulator runs ({}) and cluster runs: calibrate from the cluster's alone",
+        simulated.join(", ")
+    )]
+    MixedKinds { simulated: Vec<String> },
+    #[error("{} and {} are the same run ({run_id}): give each report once", first.display(), second.display())]
+    Duplicate {
+        run_id: String,
+        first: PathBuf,
+        second: PathBuf,
+    },
+    #[error(
+        "{key}: a sample of {ms:.0} ms (in {}) is more than the simulator's longest delay, a day: leave that report out",
+        path.display()
+    )]
+    TooLong {
+        key: &'static str,
+        ms: f64,
+        path: PathBuf,
+    },
     #[error(
         "no passed scenario in {reports} report(s) has a phase to calibrate from (a pause and resume scenario, passed, with phases): run the suite's @nightly scenarios against the cluster first"
     )]
@@ -160,6 +182,24 @@ fn between(s: &ScenarioReport, a: &str, b: &str) -> Option<f64> {
     (a >= b).then(|| ms(a - b))
 }
 
+fn too_long(key: &'static str, ms: f64, path: &Path) -> Result<(), CalibrateError> {
+    if ms > super::delay::MAX_DELAY_MS {
+        return Err(CalibrateError::TooLong {
+            key,
+            ms,
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(())
+}
+
+/// `to`'s time less `from`'s on `s`'s timeline (both marks stamped from the watch that saw
+/// them), in ms, when both are there in that order.
+fn marks_apart(s: &ScenarioReport, from: Mark, to: Mark) -> Option<f64> {
+    let (a, b) = (s.timeline.last(from)?, s.timeline.last(to)?);
+    (b.offset >= a.offset).then(|| ms(b.offset - a.offset))
+}
+
 /// How long the add-on waited out its settle in `s`'s pause: it counts from the pause's
 /// `checkpoint-started-at` stamp, which is in whole seconds (upstream `webhook.go` formats
 /// RFC 3339), so the wait is the settle less the fraction of a second the stamp dropped;
@@ -168,7 +208,7 @@ fn settle_waited(s: &ScenarioReport, settle_ms: f64) -> f64 {
     use chrono::Timelike;
     let dropped = s
         .timeline
-        .last(crate::timeline::Mark::Checkpointing)
+        .last(Mark::Checkpointing)
         .map(|o| f64::from(o.at.nanosecond() % 1_000_000_000) / 1e6)
         .unwrap_or(0.0);
     (settle_ms - dropped).max(0.0)
@@ -211,7 +251,7 @@ pub fn calibrate(
                 ("pod_start_ms", s.phase("create_to_running").map(ms)),
                 (
                     "termination_ms",
-                    between(s, "pause_to_gpu_free", "pause_to_snapshot_ready"),
+                    marks_apart(s, Mark::SnapshotReady, Mark::PodGone),
                 ),
                 (
                     "pod_restored_after_ready_ms",
@@ -220,6 +260,7 @@ pub fn calibrate(
             ];
             for (key, v) in derived {
                 if let Some(v) = v.filter(|v| v.is_finite() && *v >= 0.0) {
+                    too_long(key, v, &reports[run].0)?;
                     seen.push((key, run, v));
                 }
             }
@@ -231,9 +272,11 @@ pub fn calibrate(
                 .and_then(|e| e.kernel.as_ref())
                 .and_then(|k| k.resident_bytes);
             if let (Some(t), Some(b)) = (checkpoint, bytes) {
+                too_long("checkpoint_fixed_ms", t, &reports[run].0)?;
                 checkpoints.push((b as f64, t, run));
             }
             if let Some(resume) = between(s, "resume_to_running", "resume_to_scheduled") {
+                too_long("restore_ms", resume, &reports[run].0)?;
                 resumes.push((bytes.map(|b| b as f64), resume, run));
             }
             used += usize::from(seen.len() + checkpoints.len() + resumes.len() > before);
@@ -362,7 +405,7 @@ const KEYS: &[&str] = &[
 fn from_of(key: &str) -> &'static str {
     match key {
         "pod_start_ms" => "create_to_running",
-        "termination_ms" => "pause_to_gpu_free - pause_to_snapshot_ready",
+        "termination_ms" => "the pod gone, less the snapshot Ready (both as the watch saw them)",
         "pod_restored_after_ready_ms" => "ready_to_pod_restored",
         "restore_ms" => "resume_to_running - resume_to_scheduled - median pod start",
         _ => "pause_to_snapshot_ready - pause_to_checkpointing - add-on settle",
@@ -375,7 +418,22 @@ fn check_sources(reports: &[(PathBuf, RunReport)], opts: &Options) -> Result<(),
         .filter(|(_, r)| r.target.kind == TargetKind::Sim)
         .count();
     if sim > 0 && sim < reports.len() {
-        return Err(CalibrateError::MixedKinds);
+        return Err(CalibrateError::MixedKinds {
+            simulated: reports
+                .iter()
+                .filter(|(_, r)| r.target.kind == TargetKind::Sim)
+                .map(|(p, _)| p.display().to_string())
+                .collect(),
+        });
+    }
+    for (i, (path, r)) in reports.iter().enumerate() {
+        if let Some((first, _)) = reports[..i].iter().find(|(_, o)| o.run_id == r.run_id) {
+            return Err(CalibrateError::Duplicate {
+                run_id: r.run_id.clone(),
+                first: first.clone(),
+                second: path.clone(),
+            });
+        }
     }
     if let Some((path, r)) = reports
         .iter()
@@ -389,13 +447,19 @@ fn check_sources(reports: &[(PathBuf, RunReport)], opts: &Options) -> Result<(),
     }
     // A simulator listens on a new port each run; a cluster keeps its server.
     if sim == 0 {
-        let servers: std::collections::BTreeSet<String> = reports
-            .iter()
-            .map(|(_, r)| bare_server(&r.target.server))
-            .collect();
+        let mut servers: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (path, r) in reports {
+            servers
+                .entry(bare_server(&r.target.server))
+                .or_default()
+                .push(path.display().to_string());
+        }
         if servers.len() > 1 {
             return Err(CalibrateError::MixedClusters {
-                servers: servers.into_iter().collect(),
+                servers: servers
+                    .into_iter()
+                    .map(|(server, paths)| format!("{server}: {}", paths.join(", ")))
+                    .collect(),
             });
         }
     }
@@ -433,12 +497,13 @@ fn fit_bytes(
         .fold((f64::MAX, 0.0f64), |(lo, hi), p| (lo.min(p.0), hi.max(p.0)));
     let spread = if lo > 0.0 { hi / lo } else { f64::INFINITY };
     // ms per byte.
-    let fitted = line(points).filter(|(_, slope)| *slope > 0.0);
+    // A bandwidth under 1 MiB/s is no profile's (and no cluster's): not a fit.
+    let fitted = line(points).filter(|(_, slope)| *slope > 0.0 && 1000.0 / (slope * MIB) >= 1.0);
     let per_byte = match fitted {
         Some((_, slope)) => slope,
         None => {
             notes.push(format!(
-                "{} is kept from the base ({}): {} point(s) with sizes {:.2}x apart cannot tell bytes from fixed cost (needs 3 or more, {MIN_SIZE_SPREAD}x apart, and time growing with size)",
+                "{} is kept from the base ({}): {} point(s) with sizes {:.2}x apart cannot tell bytes from fixed cost (needs 3 or more, {MIN_SIZE_SPREAD}x apart, and time growing with size at 1 MiB/s or more)",
                 bandwidth_key(key),
                 if base_mib_per_s > 0.0 { format!("{base_mib_per_s:.0} MiB/s") } else { "no per-byte part".to_string() },
                 points.len(),
@@ -510,8 +575,12 @@ impl Calibration {
             ("restore_mib_per_s", &self.restore),
         ] {
             if let Some(bw) = fit.as_ref().and_then(|c| c.mib_per_s) {
-                timing.insert(key.into(), toml::Value::Float((bw * 10.0).round() / 10.0));
+                timing.insert(key.into(), toml::Value::Float(significant(bw)));
             }
+        }
+        if self.restore.is_none() && self.figures.iter().any(|f| f.key == "restore_ms") {
+            // The restore samples hold their bytes' part: no per-byte part on top of them.
+            timing.insert("restore_mib_per_s".into(), toml::Value::Float(0.0));
         }
         if self.checkpoint.is_some() {
             // The fitted fixed cost already holds the cluster's shortest checkpoints.
@@ -634,6 +703,15 @@ impl Calibration {
     }
 }
 
+/// `x` to four significant figures (a bandwidth as a profile says it).
+fn significant(x: f64) -> f64 {
+    if x == 0.0 || !x.is_finite() {
+        return x;
+    }
+    let scale = 10f64.powi(3 - x.abs().log10().floor() as i32);
+    (x * scale).round() / scale
+}
+
 /// Whether `path` may be written: it does not exist, or this command wrote it.
 pub fn may_overwrite(path: &Path) -> bool {
     // A path that cannot exist (under a file) is for the write to refuse, with its reason.
@@ -697,14 +775,20 @@ mod tests {
             .unwrap()
             .with_timezone(&chrono::Utc)
             + chrono::Duration::milliseconds(i64::from(frac_ms));
+        let mark = |mark, after_ms: f64| Observation {
+            mark,
+            at: at + chrono::Duration::microseconds((after_ms * 1000.0) as i64),
+            offset: Duration::from_secs_f64(after_ms / 1000.0),
+            detail: None,
+        };
+        let ready = to_ready - to_checkpointing;
         s.timeline = Timeline {
             started_at: Some(at),
-            observations: vec![Observation {
-                mark: Mark::Checkpointing,
-                at,
-                offset: Duration::ZERO,
-                detail: None,
-            }],
+            observations: vec![
+                mark(Mark::Checkpointing, 0.0),
+                mark(Mark::SnapshotReady, ready),
+                mark(Mark::PodGone, ready + k.termination + jitter),
+            ],
         };
         s.evidence_before = Some(
             serde_json::from_value(serde_json::json!({
@@ -935,9 +1019,22 @@ mod tests {
         let b = run("b", TargetKind::Cluster, "https://b:443", sc());
         let err = calibrate(&[a.clone(), b], &options()).unwrap_err();
         assert!(err.to_string().contains("one cluster at a time"), "{err}");
+        let a2 = a.clone();
         let err = calibrate(&[a, sim], &allowed).unwrap_err();
         assert!(
-            err.to_string().contains("mix simulator and cluster"),
+            err.to_string().contains("mix simulator runs (s.json)"),
+            "{err}"
+        );
+        // The same run twice, and a phase longer than any delay the simulator takes.
+        let err = calibrate(&[a2.clone(), a2], &options()).unwrap_err();
+        assert!(err.to_string().contains("are the same run (a)"), "{err}");
+        let mut long = scenario(&k, 1e8, 0, 0.0);
+        long.phases[0].duration = Duration::from_secs(2 * 86_400);
+        let long = run("l", TargetKind::Cluster, "https://a:443", vec![long]);
+        let err = calibrate(&[long], &options()).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("pod_start_ms: a sample of 172800000 ms (in l.json)"),
             "{err}"
         );
         // A run with no passed scenario, or none with phases.

@@ -12,13 +12,16 @@
 //! [`Delays`] draws each delay once per object (a pod's start, its termination, a snapshot's
 //! checkpoint) and gives the same value every time it is asked again, since the controllers
 //! ask on every reconcile. Each kind of delay has its own stream, seeded from `sim.seed` and
-//! the kind's name: a run whose pods come in the same order gets the same delays.
+//! the kind: a run whose pods ask in the same order (the suite runs its scenarios one at a
+//! time) gets the same delays; pods that start at once, as in a drill, may take each
+//! other's draws. The stream is SplitMix64, written here rather than taken from `rand`:
+//! `rand`'s `StdRng` may change its algorithm between versions, and a seed must mean the
+//! same draws in every build.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use rand::{RngExt, SeedableRng, rngs::StdRng};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// The longest delay a profile may give: a day, in milliseconds.
@@ -263,11 +266,29 @@ impl Purpose {
     }
 }
 
+/// SplitMix64 (Steele, Lea and Flood, 2014): a fixed, well-mixed 64-bit stream.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A uniform draw in `[0, 1)` from the top 53 bits.
+    fn next_unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
 /// The delays of a running simulator: each drawn once per object, from a stream per kind
 /// seeded by `seed`.
 pub struct Delays {
     timing: super::profile::Timing,
-    streams: Mutex<HashMap<Purpose, StdRng>>,
+    streams: Mutex<HashMap<Purpose, SplitMix64>>,
     drawn: Mutex<HashMap<(Purpose, String), Duration>>,
 }
 
@@ -275,7 +296,7 @@ impl Delays {
     pub fn new(timing: &super::profile::Timing, seed: u64) -> Self {
         let streams = Purpose::ALL
             .iter()
-            .map(|p| (*p, StdRng::seed_from_u64(seed ^ p.stream())))
+            .map(|p| (*p, SplitMix64(seed ^ p.stream())))
             .collect();
         Delays {
             timing: timing.clone(),
@@ -304,7 +325,7 @@ impl Delays {
         let mut drawn = self.drawn.lock().unwrap_or_else(|e| e.into_inner());
         *drawn.entry((purpose, id.to_string())).or_insert_with(|| {
             let mut streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());
-            let u: f64 = streams.get_mut(&purpose).map(|r| r.random()).unwrap_or(0.5);
+            let u = streams.get_mut(&purpose).map_or(0.5, SplitMix64::next_unit);
             delay.at(u)
         })
     }
@@ -411,6 +432,17 @@ mod tests {
         );
         let spread = all.iter().max().unwrap().as_millis() - all.iter().min().unwrap().as_millis();
         assert!(spread > 5000, "draws spread over the range: {spread} ms");
+    }
+
+    /// The stream is SplitMix64: its first outputs for seed 0 are the published ones, so
+    /// a seed means the same delays in every build.
+    #[test]
+    fn the_stream_is_splitmix64() {
+        let mut r = SplitMix64(0);
+        assert_eq!(r.next_u64(), 0xe220_a839_7b1d_cdaf);
+        assert_eq!(r.next_u64(), 0x6e78_9e6a_a1b9_65f4);
+        let u = SplitMix64(7).next_unit();
+        assert!((0.0..1.0).contains(&u));
     }
 
     #[test]

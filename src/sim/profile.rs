@@ -145,23 +145,26 @@ impl Default for Timing {
     }
 }
 
+/// `secs` as a duration of at most a day ([`super::delay::MAX_DELAY_MS`]).
+fn bounded(secs: f64) -> Duration {
+    Duration::from_secs_f64(secs.clamp(0.0, super::delay::MAX_DELAY_MS / 1000.0))
+}
+
 impl Timing {
     /// How long a checkpoint of `resident_bytes` takes: its fixed cost (`fixed`, drawn from
     /// `checkpoint_fixed_ms`) plus the bytes at `checkpoint_mib_per_s`, at least
     /// `checkpoint_min_ms`.
     pub fn checkpoint_duration(&self, resident_bytes: u64, fixed: Duration) -> Duration {
         let secs = resident_bytes as f64 / (self.checkpoint_mib_per_s.max(1.0) * 1024.0 * 1024.0);
-        Duration::from_millis(self.checkpoint_min_ms).max(fixed + Duration::from_secs_f64(secs))
+        Duration::from_millis(self.checkpoint_min_ms).max(fixed.saturating_add(bounded(secs)))
     }
 
     /// How long a restore of `resident_bytes` takes: its fixed part (`fixed`, drawn from
     /// `restore_ms`) plus the bytes at `restore_mib_per_s` when that is above 0.
     pub fn restore_duration(&self, resident_bytes: u64, fixed: Duration) -> Duration {
-        if self.restore_mib_per_s > 0.0 && self.restore_mib_per_s.is_finite() {
-            fixed
-                + Duration::from_secs_f64(
-                    resident_bytes as f64 / (self.restore_mib_per_s * 1024.0 * 1024.0),
-                )
+        if self.restore_mib_per_s >= 1.0 && self.restore_mib_per_s.is_finite() {
+            let secs = resident_bytes as f64 / (self.restore_mib_per_s * 1024.0 * 1024.0);
+            fixed.saturating_add(bounded(secs))
         } else {
             fixed
         }
@@ -315,6 +318,27 @@ impl SimProfile {
                 message: "at least one node pool is required".into(),
             });
         }
+        let t = &p.timing;
+        if !(t.checkpoint_mib_per_s.is_finite() && t.checkpoint_mib_per_s >= 1.0) {
+            return Err(ProfileError::Invalid {
+                path: path.to_string(),
+                message: format!(
+                    "timing.checkpoint_mib_per_s must be a number of at least 1, not {}",
+                    t.checkpoint_mib_per_s
+                ),
+            });
+        }
+        if !(t.restore_mib_per_s == 0.0
+            || (t.restore_mib_per_s.is_finite() && t.restore_mib_per_s >= 1.0))
+        {
+            return Err(ProfileError::Invalid {
+                path: path.to_string(),
+                message: format!(
+                    "timing.restore_mib_per_s must be 0 (no per-byte part) or a number of at least 1, not {}",
+                    t.restore_mib_per_s
+                ),
+            });
+        }
         if !(0.0..=1.0).contains(&p.faults.api_error_rate) {
             return Err(ProfileError::Invalid {
                 path: path.to_string(),
@@ -411,6 +435,27 @@ mod tests {
         );
         let bad = DEFAULT_PROFILE.replace("api_error_rate = 0.0", "api_error_rate = 2.0");
         assert!(SimProfile::parse("x", &bad).is_err());
+        for (bad, says) in [
+            (
+                "checkpoint_mib_per_s = 2048.0",
+                "checkpoint_mib_per_s = 0.5",
+            ),
+            (
+                "checkpoint_mib_per_s = 2048.0",
+                "checkpoint_mib_per_s = nan",
+            ),
+            (
+                "restore_ms = 300",
+                "restore_ms = 300\nrestore_mib_per_s = 1e-300",
+            ),
+            (
+                "restore_ms = 300",
+                "restore_ms = 300\nrestore_mib_per_s = inf",
+            ),
+        ] {
+            let err = SimProfile::parse("x", &DEFAULT_PROFILE.replace(bad, says)).unwrap_err();
+            assert!(err.to_string().contains("at least 1"), "{says}: {err}");
+        }
     }
 
     #[test]

@@ -98,7 +98,7 @@ pub enum SimError {
     },
     #[error("cannot configure TLS for the simulator")]
     TlsConfig(#[source] std::io::Error),
-    #[error("cannot write the kubeconfig to {path}")]
+    #[error("cannot write the kubeconfig to {path}: choose another --kubeconfig")]
     WriteKubeconfig {
         path: String,
         #[source]

@@ -685,5 +685,14 @@ fn judge_platform(
 }
 
 fn short(hash: &str) -> &str {
-    &hash[..hash.len().min(12)]
+    short_hash(hash)
+}
+
+/// The first 12 characters of `hash` (whole characters: a hash from a foreign server may
+/// not be ASCII).
+pub fn short_hash(hash: &str) -> &str {
+    match hash.char_indices().nth(12) {
+        Some((end, _)) => &hash[..end],
+        None => hash,
+    }
 }

@@ -19,7 +19,7 @@ mod outcome;
 #[cfg(test)]
 mod tests;
 
-pub use decide::{decide, platform_restored};
+pub use decide::{decide, platform_restored, short_hash};
 pub use evidence::{
     ConditionEvidence, DiskScan, EventEvidence, Evidence, FileState, KernelEvidence,
     MarkerObservation, ModelEvidence, Phase, PlatformEvidence, ProcessStart, RecoveryEvidence,

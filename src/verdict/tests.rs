@@ -1014,3 +1014,11 @@ fn the_platform_alone_says_restored_only_from_the_expected_snapshot() {
     assert!(platform_restored(&refused).is_err());
     assert!(platform_restored(&PlatformEvidence::not_observed()).is_err());
 }
+
+/// A hash from a foreign server is cut at whole characters, never inside one.
+#[test]
+fn short_hashes_cut_at_whole_characters() {
+    assert_eq!(super::short_hash("0123456789abcdef"), "0123456789ab");
+    assert_eq!(super::short_hash("abc"), "abc");
+    assert_eq!(super::short_hash("ééééééééééééééé"), "éééééééééééé");
+}

@@ -260,6 +260,9 @@ async fn unclear_cases_say_what_to_do() {
     let simkc = dir.path().join("sim.yaml").display().to_string();
     let o = wsgate_within(30, &["sim", "--port", &port, "--kubeconfig", &simkc], &[]);
     assert_code(&o, wsgate::exit_code::USAGE, "choose another --port");
+    // A kubeconfig the simulator cannot write is the machine's (74), not a bug (70).
+    let o = wsgate_within(30, &["sim", "--kubeconfig", "/dev/full/kc.yaml"], &[]);
+    assert_code(&o, wsgate::exit_code::OUTPUT, "choose another --kubeconfig");
 
     // Negative numbers are values out of range, not unknown flags.
     let o = wsgate_within(30, &["drill", "--gpus", "-1"], &[]);

@@ -16,7 +16,7 @@ const SCENARIO: &str = "A paused GPU workspace resumes with its process";
 /// start (it starts within it), the rest well above the harness's observation lag.
 const POD_START: f64 = 9000.0;
 const RESTORE: f64 = 1500.0;
-const TERMINATION: f64 = 400.0;
+const TERMINATION: f64 = 1500.0;
 const RESTORED_LAG: f64 = 1500.0;
 const CHECKPOINT_FIXED: f64 = 600.0;
 
@@ -27,6 +27,8 @@ fn known_profile(dir: &Path) -> PathBuf {
             "termination_ms = 50",
             &format!("termination_ms = {TERMINATION}"),
         )
+        // No settle: its wait depends on where in its second the pause fell.
+        .replace("addon_settle_ms = 100", "addon_settle_ms = 0")
         .replace("restore_ms = 300", &format!("restore_ms = {RESTORE}"))
         .replace(
             "pod_restored_after_ready_ms = 2000",
@@ -126,8 +128,9 @@ fn a_profile_calibrated_from_a_run_gives_its_timings_back() {
         RESTORED_LAG,
         "PodRestored lag",
     );
-    // One checkpoint size: the bandwidth is the base's, the fixed cost is fitted.
-    assert_eq!(t.checkpoint_mib_per_s, 2048.0);
+    // One checkpoint size: the fixed cost is fitted at the base's bandwidth (recovering a
+    // bandwidth needs sizes apart, which the simulator's kernels do not give: the unit
+    // tests of `sim::calibrate` do that on reports of known sizes).
     within_10_percent(
         ms(&t.checkpoint_fixed_ms),
         CHECKPOINT_FIXED,
@@ -183,6 +186,24 @@ fn a_profile_calibrated_from_a_run_gives_its_timings_back() {
         text(&o).contains("all 3 workspaces restored"),
         "{}",
         text(&o)
+    );
+    let drill_json = std::fs::read_dir(dir.path().join("drill"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("drill.json"))
+        .find(|p| p.exists())
+        .expect("drill.json");
+    let drill: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(drill_json).unwrap()).unwrap();
+    let resume = ms(&t.pod_start_ms) + ms(&t.restore_ms);
+    for r in drill["results"].as_array().unwrap() {
+        let started = (r["to_running"].as_f64().unwrap() - r["waited"].as_f64().unwrap()) * 1000.0;
+        within_10_percent(started, resume, "a drill workspace's resume past its wait");
+    }
+    within_10_percent(
+        drill["ready_to_pod_restored"]["p50_s"].as_f64().unwrap() * 1000.0,
+        ms(&t.pod_restored_after_ready_ms),
+        "the drill's PodRestored lag",
     );
 }
 
@@ -241,8 +262,6 @@ fn bad_reports_and_outputs_are_refused_with_what_to_do() {
     let o = wsgate(&["sim", "calibrate", "--out", &out]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     // A file it did not write is never overwritten, and a path it cannot write is 74.
-    let o = wsgate(&["sim", "calibrate", &empty, "--out", &mine]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     let o = wsgate(&[
         "sim",
         "calibrate",

@@ -39,6 +39,10 @@ pub struct Kubelet {
     /// Pods (by uid) whose process failed to start: how many times, and not before when
     /// the next try may begin (the kubelet's own status write wakes the pod at once).
     failed_starts: Mutex<HashMap<String, (u32, Instant)>>,
+    /// The uid each pod key was last seen bound with: a pod removed at once (a delete with
+    /// grace 0), or replaced by one of the same name, still has its process stopped and
+    /// what the kubelet and the delays kept of it forgotten.
+    bound: Mutex<HashMap<(String, String), String>>,
 }
 
 /// A restore whose `PodRestored` condition the kubelet has yet to write.
@@ -83,6 +87,24 @@ impl Kubelet {
         let (_, not_before) = f.get(uid)?;
         let now = Instant::now();
         (*not_before > now).then(|| *not_before - now)
+    }
+
+    /// Notes that `key` now holds the pod `uid` (`None`: no pod); a pod it held before is
+    /// gone: its process is stopped and what was kept of it forgotten.
+    fn gone(&self, ctx: &Ctx, key: &ObjKey, uid: Option<&str>) {
+        let k = (key.ns().unwrap_or("").to_string(), key.name.clone());
+        let old = {
+            let mut bound = self.bound.lock().unwrap_or_else(|e| e.into_inner());
+            match uid {
+                Some(u) => bound.insert(k, u.to_string()).filter(|o| o != u),
+                None => bound.remove(&k),
+            }
+        };
+        if let Some(old) = old {
+            ctx.pods.stop(&old);
+            self.forget(&old);
+            ctx.delays.forget(&old);
+        }
     }
 
     fn forget(&self, uid: &str) {
@@ -203,9 +225,11 @@ impl Reconciler for Kubelet {
 
     async fn reconcile(&self, ctx: &Ctx, key: &ObjKey) -> Next {
         let Some(pod) = ctx.store.find(key.kind, key.ns(), &key.name) else {
+            self.gone(ctx, key, None);
             return Next::Done;
         };
         let uid = str_at(&pod, "/metadata/uid").unwrap_or("").to_string();
+        self.gone(ctx, key, Some(&uid));
         let Some(node) = str_at(&pod, "/spec/nodeName")
             .filter(|n| !n.is_empty())
             .map(str::to_string)
@@ -268,7 +292,10 @@ impl Reconciler for Kubelet {
                 // A cold container's own process starts within the pod start, as on a node
                 // (the delay is bind -> started, the server's start included): the runtime's
                 // real process is begun now, and the pod turns Running when both are done.
-                if plan.is_none() && self.backing_off(&uid).is_none() {
+                // Only a pod not pinned to a snapshot: a pinned one whose snapshot is not
+                // ready yet may still be restored when its wait is over.
+                let pinned = crate::sim::json::annotation(&pod, agent::PS_NAME).is_some();
+                if plan.is_none() && !pinned && self.backing_off(&uid).is_none() {
                     if missing_config_map(ctx, &pod).is_some() {
                         // Not before its volumes are there: look again soon, not only when
                         // the delay is over.
