@@ -116,7 +116,17 @@ pub async fn drill(args: DrillArgs) -> Result<i32, CommandError> {
     let recorded = ledger.cleanup(&client, &selection, budget, false).await;
     shell::say_cleanup(&recorded);
     results.extend(recorded);
-    let leaked = results.iter().any(|r| r.is_leak());
+    // The Workspaces are gone; their pods go after them. The drill ends when they have.
+    let ns = &cfg.target.namespace;
+    let workspaces = crate::platform::janitor::deleted_workspaces(&results, ns);
+    let pods_left =
+        crate::platform::janitor::wait_for_pods_of(&client, ns, &workspaces, budget).await;
+    for pod in &pods_left {
+        crate::say_err!(
+            "leak: {pod} of a deleted workspace still there after the delete budget (budgets.delete)"
+        );
+    }
+    let leaked = results.iter().any(|r| r.is_leak()) || !pods_left.is_empty();
     let words = target.words.clone();
     target.close().await;
     let Ended::Done(outcome) = ended else {

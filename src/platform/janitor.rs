@@ -151,3 +151,63 @@ pub async fn sweep_taints(
     }
     out
 }
+
+/// The Workspaces among `results` that cleanup deleted (or found gone), by name.
+pub fn deleted_workspaces(results: &[CleanupResult], namespace: &str) -> Vec<String> {
+    let prefix = format!("Workspace {namespace}/");
+    results
+        .iter()
+        .filter(|r| !r.is_leak())
+        .filter_map(|r| r.object.strip_prefix(&prefix).map(str::to_string))
+        .collect()
+}
+
+/// Waits, within `budget`, until no pod of the Workspaces `names` is left in `namespace`.
+/// A deleted Workspace's pods go after it (the garbage collector deletes its StatefulSet,
+/// then the pods, which terminate), so a cleanup that stopped at the Workspace would end
+/// while they still run. Reads only. Returns the pods still there at the end.
+pub async fn wait_for_pods_of(
+    client: &kube::Client,
+    namespace: &str,
+    names: &[String],
+    budget: Duration,
+) -> Vec<String> {
+    if names.is_empty() {
+        return Vec::new();
+    }
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let label = super::workspace::WORKSPACE_LABEL;
+    let lp = ListParams::default().labels(label);
+    let wanted: std::collections::HashSet<&str> = names.iter().map(String::as_str).collect();
+    let deadline = tokio::time::Instant::now() + budget;
+    let mut left = Vec::new();
+    loop {
+        let listed = tokio::time::timeout_at(deadline, api.list(&lp)).await;
+        if let Ok(Ok(pods)) = listed {
+            left = pods
+                .items
+                .iter()
+                .filter(|p| {
+                    p.metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(label))
+                        .is_some_and(|w| wanted.contains(w.as_str()))
+                })
+                .map(|p| {
+                    format!(
+                        "Pod {namespace}/{}",
+                        p.metadata.name.clone().unwrap_or_default()
+                    )
+                })
+                .collect();
+            if left.is_empty() {
+                return left;
+            }
+        }
+        if tokio::time::Instant::now() + Duration::from_millis(250) >= deadline {
+            return left;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}

@@ -846,8 +846,15 @@ async fn probe_check_against_a_silent_or_foreign_server_or_a_tampered_state_says
         let silent = format!("http://127.0.0.1:{}/", crate::common::silent_server());
         // The command is a child process with its own budget; blocking this worker on it
         // is fine (the Jupyter server is a process of its own too).
+        let started = Instant::now();
         let o = check_at(silent, state_path.clone());
         says(&o, exit_code::TARGET, "timed out");
+        // Within its 2 s budget and a margin for a loaded machine, not the 60 s kill.
+        assert!(
+            started.elapsed() < Duration::from_secs(12),
+            "{:?}",
+            started.elapsed()
+        );
 
         let foreign = format!("http://127.0.0.1:{}/", crate::common::not_jupyter_server());
         let o = check_at(foreign, state_path.clone());
