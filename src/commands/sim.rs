@@ -102,25 +102,12 @@ fn calibrate(args: &crate::cli::CalibrateArgs) -> Result<i32, CommandError> {
         )));
     }
     crate::output::say_text(&calibration.render());
-    write_whole(&args.out, &text).map_err(|e| CommandError::ReportsDir {
-        source: crate::report::ReportError::Io {
-            action: "write",
-            path: args.out.clone(),
-            source: e,
-        },
-        flag: "--out",
-    })?;
+    crate::report::write_file(&args.out, &text)
+        .map_err(|e| CommandError::writing_reports(e, "--out"))?;
     crate::say!("wrote {}", args.out.display());
     crate::say!(
         "use it: wsgate run --set sim.profile={} (or sim --sim-profile)",
         args.out.display()
     );
     Ok(exit_code::SUCCESS)
-}
-
-/// Writes through a temporary file and a rename: a reader never sees half a profile.
-fn write_whole(path: &std::path::Path, text: &str) -> std::io::Result<()> {
-    let tmp = path.with_extension("toml.tmp");
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path)
 }

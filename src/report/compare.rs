@@ -122,12 +122,7 @@ pub struct PhaseRatio {
 fn ratios(pairs: &[(&ScenarioReport, &ScenarioReport)]) -> Vec<PhaseRatio> {
     let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
-        let n = v.len();
-        if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        }
+        super::fmt::quantile(&v, 0.5)
     };
     crate::timeline::PHASES
         .iter()

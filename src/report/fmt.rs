@@ -111,6 +111,19 @@ pub fn percentile(sorted: &[Duration], pct: f64) -> Option<Duration> {
     Some(sorted[rank.clamp(1, sorted.len()) - 1])
 }
 
+/// The `p` quantile of ascending `sorted` (linear between ranks); 0 for none.
+pub fn quantile(sorted: &[f64], p: f64) -> f64 {
+    match sorted.len() {
+        0 => 0.0,
+        1 => sorted[0],
+        n => {
+            let rank = p.clamp(0.0, 1.0) * (n - 1) as f64;
+            let (lo, hi) = (rank.floor() as usize, rank.ceil() as usize);
+            sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo as f64)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

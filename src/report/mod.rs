@@ -34,6 +34,6 @@ pub use model::{
 pub use redact::{Redactor, redact_volatile};
 pub use table::phase_table;
 pub use write::{
-    FILES, check_reports_dir, read_report, write_all, write_all_to, write_json, write_page,
-    write_rendered,
+    FILES, check_reports_dir, read_report, write_all, write_all_to, write_file, write_json,
+    write_page, write_rendered,
 };

@@ -167,7 +167,7 @@ fn create_dir(dir: &Path) -> Result<(), ReportError> {
 }
 
 /// Writes through a temporary file and a rename, so a reader never sees half a file.
-fn write_file(path: &Path, text: &str) -> Result<PathBuf, ReportError> {
+pub fn write_file(path: &Path, text: &str) -> Result<PathBuf, ReportError> {
     let tmp = path.with_extension("tmp");
     let io = |source| ReportError::Io {
         action: "write",

@@ -25,7 +25,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::delay::{Delay, Distribution, quantile};
+use super::delay::{Delay, Distribution};
+use crate::report::fmt::quantile;
 use crate::report::{RunReport, ScenarioReport, ScenarioStatus, TargetKind};
 use crate::timeline::Mark;
 

@@ -24,6 +24,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::report::fmt::quantile;
+
 /// The longest delay a profile may give: a day, in milliseconds.
 pub const MAX_DELAY_MS: f64 = 86_400_000.0;
 
@@ -98,19 +100,6 @@ fn interpolate(q: &[(f64, f64)], u: f64) -> f64 {
         }
     }
     q.last().map(|(_, v)| *v).unwrap_or(0.0)
-}
-
-/// The `p` quantile of ascending `sorted` (linear between ranks); 0 for none.
-pub fn quantile(sorted: &[f64], p: f64) -> f64 {
-    match sorted.len() {
-        0 => 0.0,
-        1 => sorted[0],
-        n => {
-            let rank = p.clamp(0.0, 1.0) * (n - 1) as f64;
-            let (lo, hi) = (rank.floor() as usize, rank.ceil() as usize);
-            sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo as f64)
-        }
-    }
 }
 
 impl Serialize for Delay {

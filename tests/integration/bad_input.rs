@@ -936,6 +936,18 @@ async fn bad_input_against_a_shared_cluster_changes_nothing() {
     }
 }
 
+/// `script` run by bash under `timeout` (`secs`), off the async test's thread.
+async fn bash_within(secs: u64, script: String) -> Output {
+    tokio::task::spawn_blocking(move || {
+        crate::common::within(secs, "bash")
+            .args(["-c", &script])
+            .output()
+            .expect("bash runs")
+    })
+    .await
+    .unwrap()
+}
+
 /// A command that creates objects never stops half-way because of its output: `drill`
 /// piped into a reader that has gone (`| true`, as `| head -1` after a line) goes on,
 /// cleans up and exits with its own code; writing to a full disk goes on and cleans up
@@ -972,14 +984,7 @@ async fn a_closed_pipe_or_a_full_disk_never_stops_a_drill_before_it_cleans_up() 
             kc = kc.display(),
             reports = dir.path().join("reports").display(),
         );
-        let o = tokio::task::spawn_blocking(move || {
-            crate::common::within(crate::common::COMMAND_LIMIT_S, "bash")
-                .args(["-c", &script])
-                .output()
-                .expect("bash runs")
-        })
-        .await
-        .unwrap();
+        let o = bash_within(crate::common::COMMAND_LIMIT_S, script).await;
         let out = text(&o);
         // A full disk fails the drill (74) once it has finished and cleaned up; a closed
         // pipe is the reader's choice and leaves the drill's own code.
@@ -1194,14 +1199,7 @@ async fn read_only_commands_into_a_closed_pipe_or_onto_a_full_disk_end_with_thei
         ] {
             let script =
                 format!("'{bin}' {command} {redirect}; echo \"code=${{PIPESTATUS[0]}}\" >&2");
-            let o = tokio::task::spawn_blocking(move || {
-                crate::common::within(60, "bash")
-                    .args(["-c", &script])
-                    .output()
-                    .expect("bash runs")
-            })
-            .await
-            .unwrap();
+            let o = bash_within(60, script).await;
             let out = text(&o);
             assert!(
                 out.contains(&format!("code={code}")),

@@ -70,12 +70,17 @@ fn suite_on(profile: &Path, reports: &Path) -> PathBuf {
         &reports_arg,
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let run = std::fs::read_dir(reports)
+    in_run_dir(reports, "report.json")
+}
+
+/// `file` in the one run directory under `reports` (`reports/<run-id>/file`).
+fn in_run_dir(reports: &Path, file: &str) -> PathBuf {
+    std::fs::read_dir(reports)
         .unwrap()
         .flatten()
-        .find(|e| e.path().join("report.json").exists())
-        .expect("a report directory");
-    run.path().join("report.json")
+        .map(|e| e.path().join(file))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("no {file} under {}", reports.display()))
 }
 
 fn ms(d: &wsgate::sim::delay::Delay) -> f64 {
@@ -187,12 +192,7 @@ fn a_profile_calibrated_from_a_run_gives_its_timings_back() {
         "{}",
         text(&o)
     );
-    let drill_json = std::fs::read_dir(dir.path().join("drill"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path().join("drill.json"))
-        .find(|p| p.exists())
-        .expect("drill.json");
+    let drill_json = in_run_dir(&dir.path().join("drill"), "drill.json");
     let drill: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(drill_json).unwrap()).unwrap();
     let resume = ms(&t.pod_start_ms) + ms(&t.restore_ms);

@@ -292,8 +292,8 @@ impl Reconciler for Kubelet {
                 // A cold container's own process starts within the pod start, as on a node
                 // (the delay is bind -> started, the server's start included): the runtime's
                 // real process is begun now, and the pod turns Running when both are done.
-                // Only a pod not pinned to a snapshot: a pinned one whose snapshot is not
-                // ready yet may still be restored when its wait is over.
+                // Only a pod with no restore plan and no pin to a snapshot: a pinned one
+                // whose snapshot is not ready yet may still be restored when its wait is over.
                 let pinned = crate::sim::json::annotation(&pod, agent::PS_NAME).is_some();
                 if plan.is_none() && !pinned && self.backing_off(&uid).is_none() {
                     if missing_config_map(ctx, &pod).is_some() {
