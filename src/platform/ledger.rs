@@ -7,12 +7,14 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use kube::api::{Api, DeleteParams, DynamicObject, Preconditions, PropagationPolicy};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Preconditions, PropagationPolicy};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::wait::{await_condition, conditions};
 use serde::{Deserialize, Serialize};
 use tracing::Instrument;
 
+use super::names::WORKSPACE_LABEL;
 use super::ownership::{self, Claim, NotOurs};
 use super::taint::NodeTaint;
 
@@ -255,11 +257,106 @@ pub async fn remove_taint(
 /// opted-in namespace, with wsgate's labels of that run, and the entry's uid when it has
 /// one. An entry recorded before a create that never answered has no uid: the object of
 /// that name is deleted only if its labels say this run made it.
+///
+/// A Workspace is gone when its pods are too: deleted in the background, it goes first,
+/// then the garbage collector deletes its StatefulSet, then the pods, which terminate
+/// (Kubernetes' garbage collection). Within the same budget, the wait goes on until no pod
+/// of the Workspace's name is left (reading only); one still there is a leak.
 pub async fn delete_and_wait(
     client: &kube::Client,
     claim: &Claim,
     e: &Entry,
     budget: Duration,
+) -> CleanupOutcome {
+    let deadline = tokio::time::Instant::now() + budget;
+    let outcome = delete_until(client, claim, e, budget, deadline).await;
+    let (true, Some(namespace)) = (e.kind == "Workspace", &e.namespace) else {
+        return outcome;
+    };
+    if !matches!(
+        outcome,
+        CleanupOutcome::Deleted | CleanupOutcome::AlreadyGone
+    ) {
+        return outcome;
+    }
+    // Another Workspace of the name (made after ours went) has pods of its own.
+    if let Ok(Some(_)) = e.api(client).get_opt(&e.name).await {
+        return outcome;
+    }
+    match pods_gone(client, namespace, &e.name, deadline).await {
+        Ok(()) => outcome,
+        Err(left) => CleanupOutcome::Leaked(format!(
+            "the Workspace is gone, but its pods are still there after the delete budget \
+             ({budget:?}, budgets.delete): {}",
+            left.join(", ")
+        )),
+    }
+}
+
+/// Waits until `deadline` for the pods of Workspace `workspace` (by the controller's label)
+/// to be gone: lists them, watches each until it is deleted, lists again. Reads only.
+/// Returns the pods (or the listing error) still there at the deadline.
+async fn pods_gone(
+    client: &kube::Client,
+    namespace: &str,
+    workspace: &str,
+    deadline: tokio::time::Instant,
+) -> Result<(), Vec<String>> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let lp = ListParams::default().labels(&format!("{WORKSPACE_LABEL}={workspace}"));
+    let mut left = vec![format!(
+        "the pods of Workspace {namespace}/{workspace} (not listed)"
+    )];
+    loop {
+        let listed = match tokio::time::timeout_at(deadline, api.list(&lp)).await {
+            Err(_) => return Err(left),
+            Ok(Err(err)) => {
+                left = vec![format!(
+                    "the pods of Workspace {namespace}/{workspace} (cannot list them: {err})"
+                )];
+                let pause = tokio::time::Instant::now() + Duration::from_millis(200);
+                tokio::time::sleep_until(pause.min(deadline)).await;
+                continue;
+            }
+            Ok(Ok(list)) => list.items,
+        };
+        if listed.is_empty() {
+            return Ok(());
+        }
+        left = listed
+            .iter()
+            .map(|p| {
+                format!(
+                    "Pod {namespace}/{}",
+                    p.metadata.name.as_deref().unwrap_or("")
+                )
+            })
+            .collect();
+        for pod in &listed {
+            let (Some(name), Some(uid)) = (&pod.metadata.name, &pod.metadata.uid) else {
+                continue;
+            };
+            let gone = await_condition(api.clone(), name, conditions::is_deleted(uid));
+            match tokio::time::timeout_at(deadline, gone).await {
+                Err(_) => return Err(left),
+                Ok(Ok(_)) => {}
+                // A watch that failed: list again, briefly paced.
+                Ok(Err(_)) => {
+                    let pause = tokio::time::Instant::now() + Duration::from_millis(200);
+                    tokio::time::sleep_until(pause.min(deadline)).await;
+                }
+            }
+        }
+    }
+}
+
+/// [`delete_and_wait`] up to the object itself being gone.
+async fn delete_until(
+    client: &kube::Client,
+    claim: &Claim,
+    e: &Entry,
+    budget: Duration,
+    deadline: tokio::time::Instant,
 ) -> CleanupOutcome {
     let refused = |why: String| {
         CleanupOutcome::Refused(
@@ -316,7 +413,6 @@ pub async fn delete_and_wait(
     }
     // await_condition ends at the first watch error (an expired resourceVersion, say): watch
     // again, briefly paced, until the budget runs out, and name the last error then.
-    let deadline = tokio::time::Instant::now() + budget;
     let mut last_error = String::new();
     loop {
         let gone = await_condition(api.clone(), &e.name, conditions::is_deleted(&uid));

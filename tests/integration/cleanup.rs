@@ -1,4 +1,5 @@
-//! Nothing left behind: `wsgate janitor` removes labelled leftovers (by run id, or expired).
+//! Nothing left behind: `wsgate janitor` removes labelled leftovers (by run id, or expired),
+//! and a Workspace's cleanup ends when its pods are gone.
 //! Interrupting `wsgate run` in each phase is `interrupt.rs`.
 
 use std::process::Command;
@@ -110,4 +111,116 @@ async fn janitor_removes_a_runs_objects_and_expired_ones_only() {
         secrets.get_opt("not-ours").await.unwrap().is_some(),
         "unlabelled objects are never touched"
     );
+}
+
+/// A Workspace's cleanup ends when its pods are gone too. Deleted in the background, the
+/// Workspace goes at once, and its pods after it (the garbage collector deletes the
+/// StatefulSet, then the pods, which terminate): a cleanup that stopped at the Workspace
+/// left a terminating pod behind. One still there when the delete budget runs out is a leak.
+#[tokio::test]
+async fn a_workspaces_cleanup_ends_when_its_pods_are_gone() {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::ListParams;
+    use kube::runtime::wait::await_condition;
+    use std::time::Duration;
+    use wsgate::platform::crd::Workspace;
+    use wsgate::platform::ledger::CleanupOutcome;
+
+    let sim = crate::common::start_platform(|p| {
+        p.timing.termination_ms = wsgate::sim::delay::Delay::Fixed(2500);
+    })
+    .await;
+    let client = sim.client().await.unwrap();
+    let workspaces: Api<Workspace> = Api::namespaced(client.clone(), NS);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let expires = chrono::Utc::now() + chrono::Duration::hours(1);
+    let running_pod_of = |name: &'static str| {
+        let pods = pods.clone();
+        async move {
+            let lp = ListParams::default().labels(&format!(
+                "{}={name}",
+                wsgate::platform::names::WORKSPACE_LABEL
+            ));
+            tokio::time::timeout(Duration::from_secs(30), async {
+                loop {
+                    let listed = pods.list(&lp).await.unwrap().items;
+                    if let Some(p) = listed.into_iter().find(|p| {
+                        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                    }) {
+                        return p;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            })
+            .await
+            .unwrap_or_else(|_| panic!("no Running pod of {name} within 30 s"))
+        }
+    };
+    let create = |name: &'static str, run: &'static str| {
+        let workspaces = workspaces.clone();
+        async move {
+            let ws: Workspace = serde_json::from_value(json!({
+                "metadata": {"name": name, "labels": wsgate::platform::ledger::labels(run, expires)},
+                "spec": {"paused": false, "kind": "jupyterlab", "podTemplate": {
+                    "volumes": {},
+                    "options": {"imageConfig": "jupyterlab-gpu", "podConfig": "tiny_cpu"}}}
+            }))
+            .unwrap();
+            workspaces
+                .create(&PostParams::default(), &ws)
+                .await
+                .unwrap();
+        }
+    };
+
+    create("gone-with-pods", "r-pods").await;
+    let pod = running_pod_of("gone-with-pods").await;
+    let results =
+        wsgate::platform::janitor::sweep_run(&client, NS, "r-pods", Duration::from_secs(30)).await;
+    assert!(
+        results
+            .iter()
+            .any(|r| r.object == format!("Workspace {NS}/gone-with-pods")
+                && r.outcome == CleanupOutcome::Deleted),
+        "{results:?}"
+    );
+    assert!(
+        pods.get_opt(&pod.metadata.name.clone().unwrap())
+            .await
+            .unwrap()
+            .is_none(),
+        "the Workspace's pod is gone when its cleanup ends"
+    );
+
+    // Past the budget: the Workspace goes, its pod is still terminating, and that is named.
+    create("pods-outlive", "r-short").await;
+    let pod = running_pod_of("pods-outlive").await;
+    let pod_name = pod.metadata.name.clone().unwrap();
+    let results =
+        wsgate::platform::janitor::sweep_run(&client, NS, "r-short", Duration::from_millis(1500))
+            .await;
+    let ws = results
+        .iter()
+        .find(|r| r.object == format!("Workspace {NS}/pods-outlive"))
+        .expect("the Workspace is among the results");
+    match &ws.outcome {
+        CleanupOutcome::Leaked(why) => {
+            assert!(why.contains("its pods are still there"), "{why}");
+            assert!(why.contains(&pod_name), "{why}");
+        }
+        other => panic!("a pod still terminating is a leak, not {other:?}"),
+    }
+    // It does go in the end (nothing wsgate did was undone): the pod terminates.
+    let uid = pod.metadata.uid.clone().unwrap();
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        await_condition(
+            pods.clone(),
+            &pod_name,
+            kube::runtime::wait::conditions::is_deleted(&uid),
+        ),
+    )
+    .await
+    .expect("the pod terminates")
+    .unwrap();
 }
