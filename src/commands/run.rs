@@ -137,8 +137,13 @@ pub async fn run(args: RunArgs) -> Result<i32, CommandError> {
         client,
         sim,
         server,
+        version,
         ..
     } = target;
+    let server = Server {
+        url: server,
+        version,
+    };
     let ctx = run_context(client, sim.is_some(), cfg);
     crate::say!("run id: {}", ctx.run_id);
     let started_at = chrono::Utc::now();
@@ -297,7 +302,7 @@ async fn interrupted(
     resolved: &config::Resolved,
     sampler: GpuSampler,
     started_at: chrono::DateTime<chrono::Utc>,
-    server: String,
+    server: Server,
     sim: Option<SimHandle>,
 ) -> i32 {
     crate::say_err!(
@@ -336,6 +341,13 @@ async fn interrupted(
     code
 }
 
+/// The API server a run ran against, as its report names it.
+struct Server {
+    url: String,
+    /// Its `gitVersion`.
+    version: String,
+}
+
 /// Writes every report format under `reports/<run-id>/`, with the run's secrets redacted,
 /// and prints the phase table. A report that cannot be written is said on standard error and
 /// the run's outcome stands, except that a run that passed then exits 74; returns whether the
@@ -345,7 +357,7 @@ fn write_reports(
     resolved: &Resolved,
     gpu_allocation: Vec<crate::report::GpuSample>,
     started_at: chrono::DateTime<chrono::Utc>,
-    server: String,
+    server: Server,
     sim: Option<&SimHandle>,
     exit_code: i32,
 ) -> bool {
@@ -378,7 +390,8 @@ fn write_reports(
             } else {
                 ReportTarget::Cluster
             },
-            server,
+            server: server.url,
+            server_version: server.version,
             namespace: cfg.target.namespace.clone(),
             faults_injected,
         },

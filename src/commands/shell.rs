@@ -21,6 +21,8 @@ pub struct Target {
     pub sim: Option<SimHandle>,
     /// The API server's URL.
     pub server: String,
+    /// The API server's `gitVersion`.
+    pub version: String,
     /// The target in words, for output and pages: "the embedded simulator at … (not a real
     /// cluster)" or "the cluster at …".
     pub words: String,
@@ -35,12 +37,14 @@ impl Target {
         edit: impl FnOnce(&mut SimProfile),
     ) -> Result<Target, CommandError> {
         let retry = crate::platform::retry::RetryPolicy::from_config(&cfg.api);
-        let (client, sim, server) = match cfg.target.kind {
+        let ((client, version), sim, server) = match cfg.target.kind {
             TargetKind::Sim => {
                 let sim = start_simulator_with(cfg, edit).await?;
                 let url = sim.url();
                 let client = match sim.config().await {
-                    Ok(kc) => target::connect(kc, retry).await.map_err(CommandError::from),
+                    Ok(kc) => target::connect_versioned(kc, retry)
+                        .await
+                        .map_err(CommandError::from),
                     Err(e) => Err(e.into()),
                 };
                 match client {
@@ -54,7 +58,7 @@ impl Target {
             TargetKind::Cluster => {
                 let kc = target::cluster_config(&cfg.target).await?;
                 let url = kc.cluster_url.to_string();
-                (target::connect(kc, retry).await?, None, url)
+                (target::connect_versioned(kc, retry).await?, None, url)
             }
         };
         let words = match sim {
@@ -65,6 +69,7 @@ impl Target {
             client,
             sim,
             server,
+            version,
             words,
         };
         match target::check_opt_in(&opened.client, &cfg.target.namespace).await {

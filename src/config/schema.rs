@@ -97,6 +97,14 @@ pub(crate) static KEYS: &[KeySpec] = &[
     req("workspace", "pod_config", Kind::OptionId),
     req("workspace", "idle_pod_config", Kind::Text),
     req("workspace", "model", Kind::OneOf(MODELS)),
+    req(
+        "workspace",
+        "model_ballast_mib",
+        Kind::Count {
+            min: 0,
+            max: 65_536,
+        },
+    ),
     req("workspace", "home_pvc_size", Kind::Quantity),
     req("workspace", "accelerator", Kind::Text),
     req("budgets", "workspace_running", Kind::Seconds),

@@ -96,6 +96,9 @@ pub struct WorkspaceConfig {
     pub idle_pod_config: String,
     /// The model the notebook cells load.
     pub model: Model,
+    /// Memory (MiB) the model cell also holds in the kernel, written so that it is resident:
+    /// checkpoint and restore times grow with it.
+    pub model_ballast_mib: u64,
     /// Size of the home PVC, as a Kubernetes quantity.
     pub home_pvc_size: String,
     /// The accelerator label value (`cloud.google.com/gke-accelerator`).

@@ -19,6 +19,11 @@ pub const STORAGE_CONFIG_ANNOTATION: &str = "podsnapshot.gke.kubeflow.org/storag
 /// The PodSnapshotStorageConfig the add-on uses by default.
 pub const STORAGE_CONFIG: &str = "kubeflow-pod-snapshot-storage-config";
 
+// wsgate's own simulator.
+
+/// What the simulator's `gitVersion` ends with (`/version`), embedded or on its own.
+pub const SIM_VERSION_MARK: &str = "+wsgate-sim";
+
 // GKE Pod Snapshots (kubernetes-sigs/agent-sandbox `clients/go/gke_extensions/snapshots`).
 
 /// The label on every PodSnapshot a manual trigger produced, naming the trigger.

@@ -159,6 +159,15 @@ pub async fn connect(
     config: kube::Config,
     retry: super::retry::RetryPolicy,
 ) -> Result<kube::Client, TargetError> {
+    Ok(connect_versioned(config, retry).await?.0)
+}
+
+/// [`connect`], also returning the server's `gitVersion` from `/version` (what reports
+/// record, so a simulator that runs on its own is not taken for a cluster).
+pub async fn connect_versioned(
+    config: kube::Config,
+    retry: super::retry::RetryPolicy,
+) -> Result<(kube::Client, String), TargetError> {
     let url = config.cluster_url.to_string();
     let mut config = config;
     // No attempt waits longer than api.response_timeout for a connection either.
@@ -179,7 +188,7 @@ pub async fn connect(
     // /version is public on real servers, so check credentials with a namespace list. A
     // server that takes connections and never answers is named here, within the budget,
     // rather than retried.
-    tokio::time::timeout(answer_within, client.apiserver_version())
+    let version = tokio::time::timeout(answer_within, client.apiserver_version())
         .await
         .map_err(|_| no_answer())?
         .map_err(|source| {
@@ -191,7 +200,8 @@ pub async fn connect(
                     source,
                 }
             }
-        })?;
+        })?
+        .git_version;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let listed = tokio::time::timeout(
         answer_within,
@@ -200,12 +210,12 @@ pub async fn connect(
     .await
     .map_err(|_| no_answer())?;
     match listed {
-        Ok(_) => Ok(client),
+        Ok(_) => Ok((client, version)),
         Err(kube::Error::Api(s)) if s.code == 401 => {
             Err(TargetError::Unauthorized { url, code: s.code })
         }
         // 403 on listing namespaces is normal for a least-privilege identity.
-        Err(kube::Error::Api(_)) => Ok(client),
+        Err(kube::Error::Api(_)) => Ok((client, version)),
         Err(source) => Err(TargetError::Unreachable { url, source }),
     }
 }

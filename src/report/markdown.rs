@@ -68,6 +68,10 @@ pub(crate) fn target_words(report: &RunReport) -> String {
             "the embedded simulator at {} (not a real cluster)",
             report.target.server
         ),
+        TargetKind::Cluster if report.target.is_simulator() => format!(
+            "wsgate's simulator at {} (version {}; named as a cluster, but not a real one)",
+            report.target.server, report.target.server_version
+        ),
         TargetKind::Cluster => format!("the cluster at {}", report.target.server),
     }
 }
@@ -319,5 +323,24 @@ mod tests {
         // Without the platform's claim: neither.
         let text = markdown(&run_of(kernel_dies_scenario(false)));
         assert!(!text.contains("false restore"), "{text}");
+    }
+
+    /// A simulator started on its own and named as a cluster is said to be a simulator,
+    /// from the `gitVersion` the run recorded; a real cluster's version changes nothing.
+    #[test]
+    fn a_simulator_named_as_a_cluster_is_said_to_be_one() {
+        use crate::report::test_support::{kernel_dies_scenario, run_of};
+        let mut run = run_of(kernel_dies_scenario(false));
+        run.target.kind = TargetKind::Cluster;
+        run.target.server_version = "v1.32.4-gke.1200".into();
+        assert!(!run.target.is_simulator());
+        assert!(markdown(&run).contains("target: the cluster at"));
+        run.target.server_version = "v1.32.4+wsgate-sim".into();
+        assert!(run.target.is_simulator());
+        let text = markdown(&run);
+        assert!(
+            text.contains("wsgate's simulator at") && text.contains("not a real one"),
+            "{text}"
+        );
     }
 }

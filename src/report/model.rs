@@ -95,6 +95,10 @@ pub struct TargetInfo {
     pub kind: TargetKind,
     /// The API server URL (no user info, no token).
     pub server: String,
+    /// The API server's `gitVersion` (`/version`), when the run recorded it. A simulator
+    /// says `+wsgate-sim` in it, whether embedded or started on its own (`wsgate sim`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub server_version: String,
     pub namespace: String,
     /// On the embedded simulator: how many times each simulator fault acted during the run
     /// (by fault name; faults that never acted are left out). A fault switched on that
@@ -112,6 +116,17 @@ pub enum TargetKind {
     Sim,
     /// A real cluster.
     Cluster,
+}
+
+impl TargetInfo {
+    /// Whether the run's target was a simulator: the embedded one, or one started on its
+    /// own (`wsgate sim`) and named as a cluster, which its `gitVersion` gives away.
+    pub fn is_simulator(&self) -> bool {
+        self.kind == TargetKind::Sim
+            || self
+                .server_version
+                .ends_with(crate::platform::names::SIM_VERSION_MARK)
+    }
 }
 
 impl TargetKind {

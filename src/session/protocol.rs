@@ -37,6 +37,9 @@ pub struct MarkerPlan {
     pub work_dir: String,
     /// Seed for sim-tiny's weights and input.
     pub seed: u64,
+    /// Memory (MiB) the model cell also holds in the kernel (`workspace.model_ballast_mib`).
+    #[serde(default)]
+    pub ballast_mib: u64,
     /// For `qwen2.5-3b-t4`: the hub id or local directory of the model.
     pub model_source: String,
     /// For `qwen2.5-3b-t4`: the prompt.
@@ -60,6 +63,7 @@ impl MarkerPlan {
             run_id: run_id.into(),
             work_dir: "wsgate-probe".to_owned(),
             seed: 20_261_104,
+            ballast_mib: 0,
             model_source: "Qwen/Qwen2.5-3B-Instruct".to_owned(),
             prompt: "In one sentence: why does pausing an idle GPU notebook save money?".to_owned(),
             scan_max_files: 1_000_000,
@@ -86,6 +90,7 @@ impl MarkerPlan {
             ("nonce_hex", json!(nonce.hex())),
             ("files", json!(self.files())),
             ("seed", json!(self.seed)),
+            ("ballast_mib", json!(self.ballast_mib)),
             ("model_id", json!(self.model_source)),
             ("prompt", json!(self.prompt)),
             ("needles_hex", json!(needles)),

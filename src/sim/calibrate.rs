@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use super::delay::{Delay, Distribution};
 use crate::report::fmt::quantile;
-use crate::report::{RunReport, ScenarioReport, ScenarioStatus, TargetKind};
+use crate::report::{RunReport, ScenarioReport, ScenarioStatus};
 use crate::timeline::Mark;
 
 /// A figure is written as its samples up to this many; as quantiles above.
@@ -390,7 +390,7 @@ pub fn calibrate(
         notes,
         simulated: reports
             .first()
-            .is_some_and(|(_, r)| r.target.kind == TargetKind::Sim),
+            .is_some_and(|(_, r)| r.target.is_simulator()),
     })
 }
 
@@ -416,13 +416,13 @@ fn from_of(key: &str) -> &'static str {
 fn check_sources(reports: &[(PathBuf, RunReport)], opts: &Options) -> Result<(), CalibrateError> {
     let sim = reports
         .iter()
-        .filter(|(_, r)| r.target.kind == TargetKind::Sim)
+        .filter(|(_, r)| r.target.is_simulator())
         .count();
     if sim > 0 && sim < reports.len() {
         return Err(CalibrateError::MixedKinds {
             simulated: reports
                 .iter()
-                .filter(|(_, r)| r.target.kind == TargetKind::Sim)
+                .filter(|(_, r)| r.target.is_simulator())
                 .map(|(p, _)| p.display().to_string())
                 .collect(),
         });
@@ -438,7 +438,7 @@ fn check_sources(reports: &[(PathBuf, RunReport)], opts: &Options) -> Result<(),
     }
     if let Some((path, r)) = reports
         .iter()
-        .find(|(_, r)| r.target.kind == TargetKind::Sim)
+        .find(|(_, r)| r.target.is_simulator())
         .filter(|_| !opts.allow_simulated)
     {
         return Err(CalibrateError::Simulated {
@@ -722,7 +722,7 @@ pub fn may_overwrite(path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::TargetInfo;
+    use crate::report::{TargetInfo, TargetKind};
     use crate::timeline::{Mark, Observation, PhaseDuration, Timeline};
 
     const GIB: f64 = 1024.0 * MIB;
@@ -1016,6 +1016,16 @@ mod tests {
                 .unwrap()
                 .simulated
         );
+        // A simulator started on its own and named as a cluster gives itself away by its
+        // gitVersion.
+        let mut standalone = run("t", TargetKind::Cluster, "https://127.0.0.1:6443", sc());
+        standalone.1.target.server_version = "v1.32.4+wsgate-sim".into();
+        let err = calibrate(std::slice::from_ref(&standalone), &options()).unwrap_err();
+        assert!(err.to_string().contains("--allow-simulated"), "{err}");
+        let mut real = run("u", TargetKind::Cluster, "https://127.0.0.1:6443", sc());
+        real.1.target.server_version = "v1.32.4-gke.1200".into();
+        let err = calibrate(&[standalone, real], &options()).unwrap_err();
+        assert!(matches!(err, CalibrateError::MixedKinds { .. }), "{err}");
         let a = run("a", TargetKind::Cluster, "https://a:443", sc());
         let b = run("b", TargetKind::Cluster, "https://b:443", sc());
         let err = calibrate(&[a.clone(), b], &options()).unwrap_err();

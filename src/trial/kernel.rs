@@ -133,7 +133,10 @@ impl Trial {
         let kernel_id = crate::session::start_kernel(&jc, &budgets.connect).await?;
         let reachable = chrono::Utc::now();
         let nonce = Nonce::generate();
-        let plan = MarkerPlan::new(cfg.workspace.model.into(), label);
+        let plan = MarkerPlan {
+            ballast_mib: cfg.workspace.model_ballast_mib,
+            ..MarkerPlan::new(cfg.workspace.model.into(), label)
+        };
         let before = crate::session::mark(&jc, &kernel_id, &nonce, &plan, &budgets).await?;
         Ok(self.marked.insert(Marked {
             kernel_id,

@@ -1,8 +1,8 @@
-//! `wsgate sim calibrate` end to end: a suite run on a simulator profile with known timings
-//! is calibrated from its JSON report, the calibrated profile gives the known timings back
-//! within 10%, a suite run on it compares phase by phase with the first (`report
-//! --compare`), and a drill runs on it; bad reports and bad `--out` paths are refused with
-//! what to do.
+//! `wsgate sim calibrate` end to end: suite runs on a simulator profile with known timings,
+//! with kernels of three sizes (`workspace.model_ballast_mib`), are calibrated from their
+//! JSON reports; the calibrated profile gives the known timings and bandwidths back within
+//! 10%, a suite run on it compares phase by phase with the first (`report --compare`), and a
+//! drill runs on it; bad reports and bad `--out` paths are refused with what to do.
 
 use std::path::{Path, PathBuf};
 
@@ -19,6 +19,12 @@ const RESTORE: f64 = 1500.0;
 const TERMINATION: f64 = 1500.0;
 const RESTORED_LAG: f64 = 1500.0;
 const CHECKPOINT_FIXED: f64 = 600.0;
+/// The known bandwidths (MiB/s): a checkpoint or restore of the kernel of the largest run
+/// (about 1 GiB) takes seconds more than one of the smallest (about 150 MiB).
+const CHECKPOINT_MIB_PER_S: f64 = 300.0;
+const RESTORE_MIB_PER_S: f64 = 600.0;
+/// The kernels' memory beyond the model's, per run (MiB): sizes spread about sevenfold.
+const BALLASTS: [u32; 3] = [0, 300, 900];
 
 fn known_profile(dir: &Path) -> PathBuf {
     let text = DEFAULT_PROFILE
@@ -29,7 +35,14 @@ fn known_profile(dir: &Path) -> PathBuf {
         )
         // No settle: its wait depends on where in its second the pause fell.
         .replace("addon_settle_ms = 100", "addon_settle_ms = 0")
-        .replace("restore_ms = 300", &format!("restore_ms = {RESTORE}"))
+        .replace(
+            "checkpoint_mib_per_s = 2048.0",
+            &format!("checkpoint_mib_per_s = {CHECKPOINT_MIB_PER_S}"),
+        )
+        .replace(
+            "restore_ms = 300",
+            &format!("restore_ms = {RESTORE}\nrestore_mib_per_s = {RESTORE_MIB_PER_S}"),
+        )
         .replace(
             "pod_restored_after_ready_ms = 2000",
             &format!("pod_restored_after_ready_ms = {RESTORED_LAG}"),
@@ -43,6 +56,8 @@ fn known_profile(dir: &Path) -> PathBuf {
         p.timing.pod_start_ms.median().as_millis(),
         POD_START as u128
     );
+    assert_eq!(p.timing.checkpoint_mib_per_s, CHECKPOINT_MIB_PER_S);
+    assert_eq!(p.timing.restore_mib_per_s, RESTORE_MIB_PER_S);
     let path = dir.join("known.toml");
     std::fs::write(&path, text).unwrap();
     path
@@ -56,9 +71,11 @@ fn wsgate(args: &[&str]) -> std::process::Output {
         .expect("wsgate runs")
 }
 
-/// Runs the pause/resume scenario on `profile`; returns its report.json.
-fn suite_on(profile: &Path, reports: &Path) -> PathBuf {
+/// Runs the pause/resume scenario on `profile`, its kernel holding `ballast_mib` more;
+/// returns its report.json.
+fn suite_on(profile: &Path, reports: &Path, ballast_mib: u32) -> PathBuf {
     let profile = format!("sim.profile={}", profile.display());
+    let ballast = format!("workspace.model_ballast_mib={ballast_mib}");
     let reports_arg = reports.display().to_string();
     let o = wsgate(&[
         "run",
@@ -66,6 +83,8 @@ fn suite_on(profile: &Path, reports: &Path) -> PathBuf {
         SCENARIO,
         "--set",
         &profile,
+        "--set",
+        &ballast,
         "--reports",
         &reports_arg,
     ]);
@@ -98,8 +117,29 @@ fn within_10_percent(got: f64, want: f64, what: &str) {
 fn a_profile_calibrated_from_a_run_gives_its_timings_back() {
     let dir = tempfile::tempdir().unwrap();
     let known = known_profile(dir.path());
-    let first = suite_on(&known, &dir.path().join("first"));
-    let report = first.display().to_string();
+    let firsts: Vec<String> = BALLASTS
+        .iter()
+        .map(|b| {
+            let r = suite_on(&known, &dir.path().join(format!("first-{b}")), *b);
+            r.display().to_string()
+        })
+        .collect();
+    // The kernels' resident sizes as the reports hold them, spread by the ballast.
+    let sizes: Vec<f64> = firsts
+        .iter()
+        .map(|f| {
+            let v: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
+            v["scenarios"][0]["evidence_before"]["kernel"]["resident_bytes"]
+                .as_f64()
+                .expect("the report holds the kernel's resident bytes")
+        })
+        .collect();
+    assert!(
+        sizes[2] - sizes[0] > 800.0 * 1024.0 * 1024.0,
+        "the ballast is resident: {sizes:?}"
+    );
+    let report = firsts[0].clone();
     let out = dir.path().join("calibrated.toml");
     let out_arg = out.display().to_string();
     let known_arg = known.display().to_string();
@@ -110,16 +150,10 @@ fn a_profile_calibrated_from_a_run_gives_its_timings_back() {
     assert!(text(&o).contains("--allow-simulated"), "{}", text(&o));
     assert!(!out.exists(), "nothing written");
 
-    let o = wsgate(&[
-        "sim",
-        "calibrate",
-        &report,
-        "--out",
-        &out_arg,
-        "--base",
-        &known_arg,
-        "--allow-simulated",
-    ]);
+    let mut args = vec!["sim", "calibrate"];
+    args.extend(firsts.iter().map(String::as_str));
+    args.extend(["--out", &out_arg, "--base", &known_arg, "--allow-simulated"]);
+    let o = wsgate(&args);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(text(&o).contains("pod_start_ms"), "{}", text(&o));
     let p = SimProfile::load(&out).expect("the calibrated profile loads");
@@ -133,20 +167,34 @@ fn a_profile_calibrated_from_a_run_gives_its_timings_back() {
         RESTORED_LAG,
         "PodRestored lag",
     );
-    // One checkpoint size: the fixed cost is fitted at the base's bandwidth (recovering a
-    // bandwidth needs sizes apart, which the simulator's kernels do not give: the unit
-    // tests of `sim::calibrate` do that on reports of known sizes).
+    // Three sizes apart: both bandwidths are fitted, not kept from the base.
     within_10_percent(
         ms(&t.checkpoint_fixed_ms),
         CHECKPOINT_FIXED,
         "checkpoint fixed cost",
     );
+    assert!(
+        (t.checkpoint_mib_per_s - CHECKPOINT_MIB_PER_S).abs() <= CHECKPOINT_MIB_PER_S * 0.10,
+        "checkpoint bandwidth: calibrated {} MiB/s, known {CHECKPOINT_MIB_PER_S} ({})",
+        t.checkpoint_mib_per_s,
+        text(&o)
+    );
+    assert!(
+        (t.restore_mib_per_s - RESTORE_MIB_PER_S).abs() <= RESTORE_MIB_PER_S * 0.10,
+        "restore bandwidth: calibrated {} MiB/s, known {RESTORE_MIB_PER_S} ({})",
+        t.restore_mib_per_s,
+        text(&o)
+    );
+    assert!(!text(&o).contains("kept from the base"), "{}", text(&o));
     let cal = p.calibration.as_ref().expect("the sources are recorded");
     assert_eq!(cal["simulated"].as_bool(), Some(true));
-    assert_eq!(cal["sources"].as_array().map(Vec::len), Some(1));
+    assert_eq!(
+        cal["sources"].as_array().map(Vec::len),
+        Some(BALLASTS.len())
+    );
 
     // A second run on the calibrated profile, phase by phase against the first.
-    let second = suite_on(&out, &dir.path().join("second"));
+    let second = suite_on(&out, &dir.path().join("second"), BALLASTS[0]);
     let second = second.display().to_string();
     let o = wsgate(&["report", "--compare", &report, &second, "--json"]);
     let json: serde_json::Value =
@@ -195,7 +243,12 @@ fn a_profile_calibrated_from_a_run_gives_its_timings_back() {
     let drill_json = in_run_dir(&dir.path().join("drill"), "drill.json");
     let drill: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(drill_json).unwrap()).unwrap();
-    let resume = ms(&t.pod_start_ms) + ms(&t.restore_ms);
+    // Its workspaces have no process (the `none` runtime): their nominal memory restores.
+    let restore = t.restore_duration(
+        wsgate::sim::pods::NOMINAL_RESIDENT_BYTES,
+        t.restore_ms.median(),
+    );
+    let resume = ms(&t.pod_start_ms) + restore.as_secs_f64() * 1000.0;
     for r in drill["results"].as_array().unwrap() {
         let started = (r["to_running"].as_f64().unwrap() - r["waited"].as_f64().unwrap()) * 1000.0;
         within_10_percent(started, resume, "a drill workspace's resume past its wait");

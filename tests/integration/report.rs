@@ -95,6 +95,11 @@ fn every_json_report_and_golden_validates_against_the_schema() {
     let mut docs: Vec<(String, String)> = vec![
         ("run A".into(), to_json(&fixture::run_a()).unwrap()),
         ("run B".into(), to_json(&fixture::run_b()).unwrap()),
+        ("run A with its server's version".into(), {
+            let mut r = fixture::run_a();
+            r.target.server_version = "v1.32.4-gke.1200".into();
+            to_json(&r).unwrap()
+        }),
         ("drill".into(), to_json(&fixture::drill(3)).unwrap()),
         (
             "empty".into(),

@@ -7,6 +7,7 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::platform::names::SIM_VERSION_MARK;
 use crate::sim::kinds::{KINDS, KindInfo, group_versions};
 
 /// Content-Type of an aggregated discovery reply (`apidiscovery.k8s.io/v2`).
@@ -32,7 +33,7 @@ pub fn version() -> Value {
         "emulationMinor": "32",
         "minCompatibilityMajor": "1",
         "minCompatibilityMinor": "31",
-        "gitVersion": "v1.32.4+wsgate-sim",
+        "gitVersion": format!("v1.32.4{SIM_VERSION_MARK}"),
         "gitCommit": "0000000000000000000000000000000000000000",
         "gitTreeState": "clean",
         "buildDate": "2025-01-01T00:00:00Z",

@@ -9,6 +9,7 @@
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::platform::names::SIM_VERSION_MARK;
 use crate::sim::kinds::{KINDS, KindInfo, group_versions};
 
 /// `GET /openapi/v3`: every served group/version with a content-addressed
@@ -64,7 +65,7 @@ fn document(group: &str, version: &str) -> Value {
     }
     json!({
         "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": "v1.32.4+wsgate-sim"},
+        "info": {"title": "Kubernetes", "version": format!("v1.32.4{SIM_VERSION_MARK}")},
         "paths": paths,
     })
 }
