@@ -146,6 +146,15 @@ pub(crate) async fn start_simulator_with(
     cfg: &crate::config::Config,
     edit: impl FnOnce(&mut crate::sim::profile::SimProfile),
 ) -> Result<crate::sim::SimHandle, CommandError> {
+    Ok(crate::sim::SimHandle::start(sim_options(cfg, edit)?).await?)
+}
+
+/// What the config asks of the embedded simulator: `sim.profile` (then `edit`),
+/// `sim.runtime`, `sim.enforce_rbac` and `sim.seed`.
+fn sim_options(
+    cfg: &crate::config::Config,
+    edit: impl FnOnce(&mut crate::sim::profile::SimProfile),
+) -> Result<crate::sim::SimOptions, CommandError> {
     let mut profile = crate::sim::profile::SimProfile::load(&cfg.sim.profile)
         .map_err(|e| CommandError::SimProfile(e.to_string()))?;
     profile.runtime.kind = match cfg.sim.runtime {
@@ -163,5 +172,42 @@ pub(crate) async fn start_simulator_with(
         p.profile = profile;
         p.seed = cfg.sim.seed;
     }
-    Ok(crate::sim::SimHandle::start(opts).await?)
+    Ok(opts)
+}
+
+#[cfg(test)]
+mod tests {
+    /// `sim.seed`, `sim.runtime` and `sim.profile` (`--set` or env) reach the simulator.
+    #[test]
+    fn the_sim_keys_reach_the_simulator() {
+        let cfg = crate::config::load(&crate::config::LoadRequest {
+            profile: None,
+            env: Default::default(),
+            overrides: vec![
+                crate::config::Override::new("sim.seed", "7", "--set"),
+                crate::config::Override::new("sim.runtime", "none", "--set"),
+                crate::config::Override::new("sim.profile", "field-restore-lag", "--set"),
+            ],
+        })
+        .unwrap()
+        .config;
+        let mut edited = false;
+        let platform = super::sim_options(&cfg, |_| edited = true)
+            .unwrap()
+            .platform
+            .unwrap();
+        assert!(edited);
+        assert_eq!(platform.seed, 7);
+        assert_eq!(
+            platform.profile.runtime.kind,
+            crate::sim::profile::RuntimeKind::None
+        );
+        let shipped =
+            crate::sim::profile::SimProfile::load(std::path::Path::new("field-restore-lag"))
+                .unwrap();
+        assert_eq!(
+            platform.profile.timing.pod_restored_after_ready_ms,
+            shipped.timing.pod_restored_after_ready_ms
+        );
+    }
 }

@@ -15,20 +15,7 @@ pub async fn sim(args: SimArgs) -> Result<i32, CommandError> {
         crate::say!("simulator runtime ready: {}", venv.root.display());
         return Ok(exit_code::SUCCESS);
     }
-    let mut options = SimOptions {
-        port: args.port,
-        ..SimOptions::with_platform()
-    };
-    if let Some(platform) = options.platform.as_mut() {
-        platform.seed = args.seed;
-    }
-    if let Some(path) = &args.sim_profile {
-        let profile =
-            SimProfile::load(path).map_err(|e| CommandError::SimProfile(e.to_string()))?;
-        if let Some(platform) = options.platform.as_mut() {
-            platform.profile = profile;
-        }
-    }
+    let options = options(&args)?;
     // Before the line that says how to stop it: a SIGTERM sent on reading it is caught.
     let mut interrupts = Interrupts::install()?;
     let sim = SimHandle::start(options).await?;
@@ -55,6 +42,25 @@ pub async fn sim(args: SimArgs) -> Result<i32, CommandError> {
             Ok(exit_code::INTERNAL)
         }
     }
+}
+
+/// What `wsgate sim`'s flags ask of the simulator: its port, profile and seed.
+fn options(args: &SimArgs) -> Result<SimOptions, CommandError> {
+    let mut options = SimOptions {
+        port: args.port,
+        ..SimOptions::with_platform()
+    };
+    if let Some(platform) = options.platform.as_mut() {
+        platform.seed = args.seed;
+    }
+    if let Some(path) = &args.sim_profile {
+        let profile =
+            SimProfile::load(path).map_err(|e| CommandError::SimProfile(e.to_string()))?;
+        if let Some(platform) = options.platform.as_mut() {
+            platform.profile = profile;
+        }
+    }
+    Ok(options)
 }
 
 /// `wsgate sim calibrate`: reads every report first, then writes the profile in one piece.
@@ -110,4 +116,35 @@ fn calibrate(args: &crate::cli::CalibrateArgs) -> Result<i32, CommandError> {
         args.out.display()
     );
     Ok(exit_code::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    /// `--seed` and `--sim-profile` reach the simulator's options.
+    #[test]
+    fn the_seed_and_profile_flags_reach_the_simulator() {
+        let cli = crate::cli::Cli::try_parse_from([
+            "wsgate",
+            "sim",
+            "--seed",
+            "42",
+            "--sim-profile",
+            "field-restore-lag",
+        ])
+        .unwrap();
+        let crate::cli::Command::Sim(args) = cli.command else {
+            panic!("not sim")
+        };
+        let platform = super::options(&args).unwrap().platform.unwrap();
+        assert_eq!(platform.seed, 42);
+        let shipped =
+            crate::sim::profile::SimProfile::load(std::path::Path::new("field-restore-lag"))
+                .unwrap();
+        assert_eq!(
+            platform.profile.timing.pod_restored_after_ready_ms,
+            shipped.timing.pod_restored_after_ready_ms
+        );
+    }
 }

@@ -76,21 +76,27 @@ pub async fn find_all(
     Ok(out)
 }
 
-/// Deletes every entry that is `sel`'s (uid-bound) and waits for each within `budget`.
+/// Deletes every entry that is `sel`'s (uid-bound) and waits for each within `budget`,
+/// then for the pods of the Workspaces among them ([`ledger::wait_for_workspace_pods`]).
 pub async fn sweep(
     client: &kube::Client,
     sel: &Selection,
     entries: &[Entry],
     budget: Duration,
 ) -> Vec<CleanupResult> {
-    let mut out = Vec::new();
+    let mut deleted = Vec::new();
     for e in entries {
-        out.push(CleanupResult {
-            object: e.describe(),
-            outcome: ledger::delete_and_wait(client, sel, e, budget).await,
-        });
+        let outcome = ledger::delete_and_wait(client, sel, e, budget).await;
+        deleted.push((e.clone(), outcome));
     }
-    out
+    ledger::wait_for_workspace_pods(client, &mut deleted, budget).await;
+    deleted
+        .into_iter()
+        .map(|(e, outcome)| CleanupResult {
+            object: e.describe(),
+            outcome,
+        })
+        .collect()
 }
 
 /// The squeeze taints of the selection on any node: one run's, or those whose expiry (in

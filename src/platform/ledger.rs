@@ -4,16 +4,21 @@
 //! remove what a killed run left behind. Every removal goes through [`super::ownership`]:
 //! the live object must be wsgate's, of the claimed run, in an opted-in namespace.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
+use kube::Resource;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Preconditions, PropagationPolicy};
 use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::WatchStreamExt;
 use kube::runtime::wait::{await_condition, conditions};
+use kube::runtime::watcher::{self, watcher};
 use serde::{Deserialize, Serialize};
 use tracing::Instrument;
 
+use super::crd::Workspace;
 use super::names::WORKSPACE_LABEL;
 use super::ownership::{self, Claim, NotOurs};
 use super::taint::NodeTaint;
@@ -216,17 +221,147 @@ impl Ledger {
             };
             out.push((t.describe(), outcome));
         }
+        let mut deleted = Vec::new();
         for e in self.entries.iter().rev() {
             let outcome = match keep {
                 true => CleanupOutcome::Kept,
                 false => delete_and_wait(client, claim, e, budget).await,
             };
-            out.push((e.describe(), outcome));
+            deleted.push((e.clone(), outcome));
         }
+        wait_for_workspace_pods(client, &mut deleted, budget).await;
+        out.extend(
+            deleted
+                .into_iter()
+                .map(|(e, outcome)| (e.describe(), outcome)),
+        );
         out.into_iter()
             .map(|(object, outcome)| CleanupResult { object, outcome })
             .collect()
     }
+}
+
+/// After the deletes of a cleanup: waits, within `budget`, until the pods of the Workspaces
+/// among `deleted` that were deleted or found gone are gone too, and makes each Workspace
+/// whose pods are still there then a leak that names them. Deleted in the background, a
+/// Workspace goes at once, and its pods after it: the garbage collector deletes its
+/// StatefulSet, then the pods, which terminate (Kubernetes' garbage collection). One watch
+/// of the pods with the controller's label serves every Workspace, so the wait is one
+/// termination, not one per Workspace. Reads only; a Workspace of the name that is there
+/// again (made after ours went) is not waited for: its pods are its own.
+pub async fn wait_for_workspace_pods(
+    client: &kube::Client,
+    deleted: &mut [(Entry, CleanupOutcome)],
+    budget: Duration,
+) {
+    let deadline = tokio::time::Instant::now() + budget;
+    let mut by_namespace: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (e, outcome) in deleted.iter() {
+        if let (true, Some(ns)) = (e.kind == Workspace::kind(&()), &e.namespace)
+            && matches!(
+                outcome,
+                CleanupOutcome::Deleted | CleanupOutcome::AlreadyGone
+            )
+        {
+            by_namespace
+                .entry(ns.clone())
+                .or_default()
+                .insert(e.name.clone());
+        }
+    }
+    for (ns, mut names) in by_namespace {
+        let workspaces: Api<Workspace> = Api::namespaced(client.clone(), &ns);
+        if let Ok(Ok(there)) =
+            tokio::time::timeout_at(deadline, workspaces.list_metadata(&ListParams::default()))
+                .await
+        {
+            for w in there.items {
+                names.remove(w.metadata.name.as_deref().unwrap_or(""));
+            }
+        }
+        let left = pods_gone(client, &ns, &names, deadline).await;
+        for (e, outcome) in deleted.iter_mut() {
+            if e.namespace.as_deref() != Some(ns.as_str()) || e.kind != Workspace::kind(&()) {
+                continue;
+            }
+            if let Some(pods) = left.get(&e.name) {
+                *outcome = CleanupOutcome::Leaked(format!(
+                    "the Workspace is gone, but its pods are still there after the delete budget \
+                     ({budget:?}, budgets.delete): {}",
+                    pods.join(", ")
+                ));
+            }
+        }
+    }
+}
+
+/// Watches, until `deadline`, the pods in `namespace` with the workspace controller's label
+/// until none of the Workspaces `names` has one left. Returns what is left at the deadline,
+/// by Workspace name: its pods, or a line saying they could not be listed.
+async fn pods_gone(
+    client: &kube::Client,
+    namespace: &str,
+    names: &BTreeSet<String>,
+    deadline: tokio::time::Instant,
+) -> BTreeMap<String, Vec<String>> {
+    if names.is_empty() {
+        return BTreeMap::new();
+    }
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let config = watcher::Config::default().labels(WORKSPACE_LABEL);
+    let mut stream = watcher(api, config).default_backoff().boxed();
+    // Pod name -> its Workspace, for the Workspaces waited for.
+    let mut live: BTreeMap<String, String> = BTreeMap::new();
+    let mut initial: BTreeMap<String, String> = BTreeMap::new();
+    let mut listed = false;
+    let mut last_error = String::new();
+    let of_ours = |p: &Pod| -> Option<(String, String)> {
+        let ws = p.metadata.labels.as_ref()?.get(WORKSPACE_LABEL)?;
+        names
+            .contains(ws)
+            .then(|| (p.metadata.name.clone().unwrap_or_default(), ws.clone()))
+    };
+    loop {
+        if listed && live.is_empty() {
+            return BTreeMap::new();
+        }
+        match tokio::time::timeout_at(deadline, stream.next()).await {
+            Err(_) | Ok(None) => break,
+            Ok(Some(Ok(event))) => match event {
+                watcher::Event::Init => initial.clear(),
+                watcher::Event::InitApply(p) => initial.extend(of_ours(&p)),
+                watcher::Event::InitDone => {
+                    live = std::mem::take(&mut initial);
+                    listed = true;
+                }
+                watcher::Event::Apply(p) => live.extend(of_ours(&p)),
+                watcher::Event::Delete(p) => {
+                    live.remove(p.metadata.name.as_deref().unwrap_or(""));
+                }
+            },
+            Ok(Some(Err(e))) => {
+                last_error = e.to_string();
+                // Refused (permissions, say): retrying cannot fix it, so say it now.
+                if super::wait::permanent(&e) {
+                    break;
+                }
+            }
+        }
+    }
+    let mut left: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    if !listed {
+        for ws in names {
+            left.entry(ws.clone()).or_default().push(format!(
+                "its pods in {namespace} (not listed: {last_error})"
+            ));
+        }
+    }
+    for (pod, ws) in live {
+        left.entry(ws)
+            .or_default()
+            .push(format!("Pod {namespace}/{pod}"));
+    }
+    left
 }
 
 /// Takes a taint off its node within `budget`, if it is a squeeze taint of `claim`.
@@ -256,107 +391,13 @@ pub async fn remove_taint(
 /// First the live object must be `claim`'s ([`super::ownership`]): namespaced, in an
 /// opted-in namespace, with wsgate's labels of that run, and the entry's uid when it has
 /// one. An entry recorded before a create that never answered has no uid: the object of
-/// that name is deleted only if its labels say this run made it.
-///
-/// A Workspace is gone when its pods are too: deleted in the background, it goes first,
-/// then the garbage collector deletes its StatefulSet, then the pods, which terminate
-/// (Kubernetes' garbage collection). Within the same budget, the wait goes on until no pod
-/// of the Workspace's name is left (reading only); one still there is a leak.
+/// that name is deleted only if its labels say this run made it. A Workspace's pods go
+/// after it: [`wait_for_workspace_pods`] waits for them once every delete is done.
 pub async fn delete_and_wait(
     client: &kube::Client,
     claim: &Claim,
     e: &Entry,
     budget: Duration,
-) -> CleanupOutcome {
-    let deadline = tokio::time::Instant::now() + budget;
-    let outcome = delete_until(client, claim, e, budget, deadline).await;
-    let (true, Some(namespace)) = (e.kind == "Workspace", &e.namespace) else {
-        return outcome;
-    };
-    if !matches!(
-        outcome,
-        CleanupOutcome::Deleted | CleanupOutcome::AlreadyGone
-    ) {
-        return outcome;
-    }
-    // Another Workspace of the name (made after ours went) has pods of its own.
-    if let Ok(Some(_)) = e.api(client).get_opt(&e.name).await {
-        return outcome;
-    }
-    match pods_gone(client, namespace, &e.name, deadline).await {
-        Ok(()) => outcome,
-        Err(left) => CleanupOutcome::Leaked(format!(
-            "the Workspace is gone, but its pods are still there after the delete budget \
-             ({budget:?}, budgets.delete): {}",
-            left.join(", ")
-        )),
-    }
-}
-
-/// Waits until `deadline` for the pods of Workspace `workspace` (by the controller's label)
-/// to be gone: lists them, watches each until it is deleted, lists again. Reads only.
-/// Returns the pods (or the listing error) still there at the deadline.
-async fn pods_gone(
-    client: &kube::Client,
-    namespace: &str,
-    workspace: &str,
-    deadline: tokio::time::Instant,
-) -> Result<(), Vec<String>> {
-    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let lp = ListParams::default().labels(&format!("{WORKSPACE_LABEL}={workspace}"));
-    let mut left = vec![format!(
-        "the pods of Workspace {namespace}/{workspace} (not listed)"
-    )];
-    loop {
-        let listed = match tokio::time::timeout_at(deadline, api.list(&lp)).await {
-            Err(_) => return Err(left),
-            Ok(Err(err)) => {
-                left = vec![format!(
-                    "the pods of Workspace {namespace}/{workspace} (cannot list them: {err})"
-                )];
-                let pause = tokio::time::Instant::now() + Duration::from_millis(200);
-                tokio::time::sleep_until(pause.min(deadline)).await;
-                continue;
-            }
-            Ok(Ok(list)) => list.items,
-        };
-        if listed.is_empty() {
-            return Ok(());
-        }
-        left = listed
-            .iter()
-            .map(|p| {
-                format!(
-                    "Pod {namespace}/{}",
-                    p.metadata.name.as_deref().unwrap_or("")
-                )
-            })
-            .collect();
-        for pod in &listed {
-            let (Some(name), Some(uid)) = (&pod.metadata.name, &pod.metadata.uid) else {
-                continue;
-            };
-            let gone = await_condition(api.clone(), name, conditions::is_deleted(uid));
-            match tokio::time::timeout_at(deadline, gone).await {
-                Err(_) => return Err(left),
-                Ok(Ok(_)) => {}
-                // A watch that failed: list again, briefly paced.
-                Ok(Err(_)) => {
-                    let pause = tokio::time::Instant::now() + Duration::from_millis(200);
-                    tokio::time::sleep_until(pause.min(deadline)).await;
-                }
-            }
-        }
-    }
-}
-
-/// [`delete_and_wait`] up to the object itself being gone.
-async fn delete_until(
-    client: &kube::Client,
-    claim: &Claim,
-    e: &Entry,
-    budget: Duration,
-    deadline: tokio::time::Instant,
 ) -> CleanupOutcome {
     let refused = |why: String| {
         CleanupOutcome::Refused(
@@ -413,6 +454,7 @@ async fn delete_until(
     }
     // await_condition ends at the first watch error (an expired resourceVersion, say): watch
     // again, briefly paced, until the budget runs out, and name the last error then.
+    let deadline = tokio::time::Instant::now() + budget;
     let mut last_error = String::new();
     loop {
         let gone = await_condition(api.clone(), &e.name, conditions::is_deleted(&uid));

@@ -124,9 +124,9 @@ pub fn html_page(report: &RunReport) -> String {
 }
 
 fn header(out: &mut String, r: &RunReport) {
-    let (class, kind) = match r.target.kind {
-        super::TargetKind::Sim => ("badge sim", "simulator"),
-        super::TargetKind::Cluster => ("badge", "cluster"),
+    let (class, kind) = match r.target.is_simulator() {
+        true => ("badge sim", "simulator"),
+        false => ("badge", "cluster"),
     };
     let _ = write!(
         out,

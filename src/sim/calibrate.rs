@@ -14,6 +14,13 @@
 //! | `restore_ms`, `restore_mib_per_s` | `resume_to_running` − `resume_to_scheduled` − the median pod start, against the same resident bytes: the same fit |
 //! | `pod_restored_after_ready_ms` | `ready_to_pod_restored` |
 //!
+//! Waits for a GPU are not a delay of the profile: they come from capacity, which is the
+//! base profile's node pools (the simulator's scheduler makes a pod wait while no GPU is
+//! free), so `resume_to_scheduled` is taken out of the restore and `pause_to_gpu_free` is
+//! not read. `create_to_running` holds the create's own scheduling too (on a cluster with a
+//! free GPU, milliseconds; with a node to scale up, the scale-up), so on such a cluster the
+//! pod start comes out longer and the restore shorter by that much.
+//!
 //! Each becomes a distribution (the observed samples, or quantiles when there are many), so
 //! the simulator draws what the cluster did, not one typical number. Only the sum of pod
 //! start and restore is seen on a resume; the split rests on the create phase. The settle
@@ -86,6 +93,8 @@ pub enum CalibrateError {
 pub struct Source {
     pub run_id: String,
     pub server: String,
+    /// The API server's `gitVersion` the report recorded (`""` in older reports).
+    pub server_version: String,
     pub started_at: chrono::DateTime<chrono::Utc>,
     pub scenarios_used: usize,
 }
@@ -285,6 +294,7 @@ pub fn calibrate(
         sources.push(Source {
             run_id: r.run_id.clone(),
             server: bare_server(&r.target.server),
+            server_version: r.target.server_version.clone(),
             started_at: r.started_at,
             scenarios_used: used,
         });
@@ -297,6 +307,18 @@ pub fn calibrate(
         e.1.insert(run);
     }
     let mut notes = Vec::new();
+    let versions: std::collections::BTreeSet<&str> = sources
+        .iter()
+        .map(|s| s.server_version.as_str())
+        .filter(|v| !v.is_empty())
+        .collect();
+    if versions.len() > 1 {
+        notes.push(format!(
+            "the reports come from {} server versions ({}): an upgrade between them may change the timings; calibrate from one version's reports to keep them apart",
+            versions.len(),
+            versions.into_iter().collect::<Vec<_>>().join(", ")
+        ));
+    }
     let mut figures: Vec<Figure> = per_key
         .into_iter()
         .map(|(key, (samples_ms, runs))| Figure {
@@ -614,6 +636,9 @@ impl Calibration {
                 let mut e = toml::Table::new();
                 e.insert("run_id".into(), s.run_id.clone().into());
                 e.insert("server".into(), s.server.clone().into());
+                if !s.server_version.is_empty() {
+                    e.insert("server_version".into(), s.server_version.clone().into());
+                }
                 e.insert("started_at".into(), s.started_at.to_rfc3339().into());
                 e.insert("scenarios_used".into(), (s.scenarios_used as i64).into());
                 toml::Value::Table(e)
@@ -1015,6 +1040,27 @@ mod tests {
             calibrate(std::slice::from_ref(&sim), &allowed)
                 .unwrap()
                 .simulated
+        );
+        // Reports from two versions of one cluster: calibrated, with a note naming both.
+        let mut before = run("v1", TargetKind::Cluster, "https://a:443", sc());
+        before.1.target.server_version = "v1.32.4-gke.1200".into();
+        let mut after = run("v2", TargetKind::Cluster, "https://a:443", sc());
+        after.1.target.server_version = "v1.33.1-gke.300".into();
+        let c = calibrate(&[before, after], &options()).unwrap();
+        assert!(
+            c.notes.iter().any(|n| n.contains("2 server versions")
+                && n.contains("v1.32.4-gke.1200")
+                && n.contains("v1.33.1-gke.300")),
+            "{:?}",
+            c.notes
+        );
+        assert!(c.render().contains("2 server versions"));
+        let profile = c
+            .profile(crate::sim::profile::DEFAULT_PROFILE, "default")
+            .unwrap();
+        assert!(
+            profile.contains("server_version = \"v1.33.1-gke.300\""),
+            "{profile}"
         );
         // A simulator started on its own and named as a cluster gives itself away by its
         // gitVersion.

@@ -398,7 +398,22 @@ mod tests {
     fn shipped_profiles_are_the_fixture_files_and_load_by_name() {
         crate::assert_ships_every_toml("fixtures/sim", SHIPPED);
         for (name, _) in SHIPPED {
-            SimProfile::load(Path::new(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let p = SimProfile::load(Path::new(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+            // The shipped profiles keep their fixed numbers: only a calibrated (or a user's)
+            // profile draws its delays.
+            let t = &p.timing;
+            for (key, d) in [
+                ("pod_start_ms", &t.pod_start_ms),
+                ("termination_ms", &t.termination_ms),
+                ("checkpoint_fixed_ms", &t.checkpoint_fixed_ms),
+                ("restore_ms", &t.restore_ms),
+                (
+                    "pod_restored_after_ready_ms",
+                    &t.pod_restored_after_ready_ms,
+                ),
+            ] {
+                assert!(!d.is_drawn(), "{name}: {key} is drawn: {d:?}");
+            }
         }
         assert!(
             SimProfile::load(Path::new("api-trouble"))

@@ -130,6 +130,9 @@ fn a_profile_calibrated_from_a_run_gives_its_timings_back() {
         .map(|f| {
             let v: serde_json::Value =
                 serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
+            // The run recorded the API server's version, which says it is the simulator.
+            let version = v["target"]["server_version"].as_str().unwrap_or("");
+            assert!(version.ends_with("+wsgate-sim"), "{version:?}");
             v["scenarios"][0]["evidence_before"]["kernel"]["resident_bytes"]
                 .as_f64()
                 .expect("the report holds the kernel's resident bytes")
@@ -156,6 +159,16 @@ fn a_profile_calibrated_from_a_run_gives_its_timings_back() {
     let o = wsgate(&args);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(text(&o).contains("pod_start_ms"), "{}", text(&o));
+    // Each fit is printed with its error.
+    for fit in ["checkpoint = ", "restore = "] {
+        assert!(
+            text(&o)
+                .lines()
+                .any(|l| l.starts_with(fit) && l.contains("(fitted)") && l.contains("rms error")),
+            "{fit}: {}",
+            text(&o)
+        );
+    }
     let p = SimProfile::load(&out).expect("the calibrated profile loads");
     let t = &p.timing;
     assert!(t.pod_start_ms.is_drawn(), "{:?}", t.pod_start_ms);
