@@ -16,7 +16,8 @@ pub mod state;
 pub mod template;
 mod workspacekind;
 
-use std::sync::{Arc, OnceLock};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -41,6 +42,22 @@ const RETRY: Duration = Duration::from_millis(200);
 pub struct WorkspaceController {
     store: Arc<Store>,
     http: OnceLock<Result<reqwest::Client, String>>,
+    /// The StatefulSet last rendered for each Workspace, by namespace and name.
+    rendered: Mutex<HashMap<(String, String), Arc<Rendered>>>,
+}
+
+/// A StatefulSet rendered for a Workspace, and what it was rendered from. Most reconciles
+/// come from its pod's changes and find the same inputs: they use it instead of rendering
+/// the template again (the controller's largest cost in a drill).
+struct Rendered {
+    uid: String,
+    /// The Workspace's spec.
+    spec: Value,
+    /// The WorkspaceKind's uid and generation: the template reads only its spec (its
+    /// status, whose counts change with every Workspace, does not count).
+    kind_version: (String, i64),
+    service_account: String,
+    sts: Arc<Value>,
 }
 
 fn ws_key(namespace: &str, name: &str) -> ObjKey {
@@ -89,6 +106,7 @@ impl WorkspaceController {
         Self {
             store: ctx.store.clone(),
             http: OnceLock::new(),
+            rendered: Mutex::new(HashMap::new()),
         }
     }
 
@@ -204,9 +222,11 @@ impl Reconciler for WorkspaceController {
 impl WorkspaceController {
     async fn reconcile_workspace(&self, ctx: &Ctx, key: &ObjKey) -> Next {
         let Some(ws) = ctx.store.find(key.kind, key.ns(), &key.name) else {
+            self.forget(key);
             return Next::Done;
         };
         if ws.pointer("/metadata/deletionTimestamp").is_some() {
+            self.forget(key);
             return Next::Done;
         }
         let panics = crate::sim::faults::Fault::ControllerPanics;
@@ -256,8 +276,8 @@ impl WorkspaceController {
             pod_config,
             service_account: &service_account,
         };
-        let sts = match template::stateful_set(&inputs) {
-            Ok(desired) => self.ensure_owned(ctx, "StatefulSet", &ws, desired),
+        let sts = match self.stateful_set(&inputs) {
+            Ok(desired) => self.ensure_owned(ctx, "StatefulSet", &ws, &desired),
             Err(e) => {
                 let message = format!("Workspace failed to generate StatefulSet with error: {e}");
                 return self.set_error(ctx, &ws, status, message);
@@ -269,7 +289,7 @@ impl WorkspaceController {
             Owned::Retry => return Next::After(RETRY),
         };
         let service = match template::service(&ws, image) {
-            Ok(desired) => self.ensure_owned(ctx, "Service", &ws, desired),
+            Ok(desired) => self.ensure_owned(ctx, "Service", &ws, &desired),
             Err(e) => {
                 let message = format!("Workspace failed to generate Service with error: {e}");
                 return self.set_error(ctx, &ws, status, message);
@@ -356,6 +376,58 @@ impl WorkspaceController {
             return Next::Done;
         }
         next.map_or(Next::Done, Next::After)
+    }
+
+    /// The StatefulSet `inputs` render: the one rendered last for this Workspace when its
+    /// spec, its kind's spec (uid and generation) and its ServiceAccount are the same, else a
+    /// new one.
+    fn stateful_set(
+        &self,
+        inputs: &template::Inputs<'_>,
+    ) -> Result<Arc<Value>, template::TemplateError> {
+        let ws = inputs.workspace;
+        let key = (
+            text_at(ws, "/metadata/namespace").to_string(),
+            text_at(ws, "/metadata/name").to_string(),
+        );
+        let (uid, spec) = (text_at(ws, "/metadata/uid"), ws.get("spec"));
+        let kind_version = (
+            text_at(inputs.kind, "/metadata/uid"),
+            inputs
+                .kind
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(0),
+        );
+        let cached = self.lock_rendered().get(&key).cloned();
+        if let Some(r) = cached.filter(|r| {
+            r.uid == uid
+                && Some(&r.spec) == spec
+                && (r.kind_version.0.as_str(), r.kind_version.1) == kind_version
+                && r.service_account == inputs.service_account
+        }) {
+            return Ok(r.sts.clone());
+        }
+        let sts = Arc::new(template::stateful_set(inputs)?);
+        let rendered = Rendered {
+            uid: uid.to_string(),
+            spec: spec.cloned().unwrap_or(Value::Null),
+            kind_version: (kind_version.0.to_string(), kind_version.1),
+            service_account: inputs.service_account.to_string(),
+            sts: sts.clone(),
+        };
+        self.lock_rendered().insert(key, Arc::new(rendered));
+        Ok(sts)
+    }
+
+    fn lock_rendered(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Arc<Rendered>>> {
+        self.rendered.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Drops what was rendered for a Workspace that is gone or going.
+    fn forget(&self, key: &ObjKey) {
+        self.lock_rendered()
+            .remove(&(key.namespace.clone(), key.name.clone()));
     }
 
     /// Writes `status` as the whole status if it differs (with the read resourceVersion, so

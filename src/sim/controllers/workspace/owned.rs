@@ -86,13 +86,13 @@ impl WorkspaceController {
         ctx: &Ctx,
         kind_name: &'static str,
         ws: &Value,
-        desired: Value,
+        desired: &Value,
     ) -> Owned {
         let owned = self.owned(ctx, kind_name, ws);
         let k = kind(kind_name);
         let ns = Some(text_at(ws, "/metadata/namespace"));
         match owned.as_slice() {
-            [] => match ctx.store.create(k, ns, desired, false) {
+            [] => match ctx.store.create(k, ns, desired.clone(), false) {
                 Ok(o) => Owned::Found(o),
                 Err(e) => {
                     tracing::debug!(kind = kind_name, error = %e, "owned object not created");
@@ -100,12 +100,12 @@ impl WorkspaceController {
                 }
             },
             [found] => {
-                if template::updated(kind_name, &desired, found).is_none() {
+                if template::updated(kind_name, desired, found).is_none() {
                     return Owned::Found(found.clone());
                 }
                 let name = text_at(found, "/metadata/name");
                 let written = ctx.store.modify(k, ns, name, false, false, |cur| {
-                    Ok(template::updated(kind_name, &desired, cur).unwrap_or_else(|| cur.clone()))
+                    Ok(template::updated(kind_name, desired, cur).unwrap_or_else(|| cur.clone()))
                 });
                 match written {
                     Ok(o) => Owned::Found(o),

@@ -563,7 +563,22 @@ pub fn managed_spec_fields(kind: &str) -> &'static [&'static str] {
 }
 
 /// `found` with the managed fields of `desired` copied in, or `None` if they already agree.
+/// Most reconciles find them agreeing: that is checked field by field first, without
+/// copying `found` (a StatefulSet with its status), which is then copied only to change it.
 pub fn updated(kind: &str, desired: &Value, found: &Value) -> Option<Value> {
+    let meta_agrees = ["labels", "annotations"].iter().all(|field| {
+        let path = format!("/metadata/{field}");
+        desired.pointer(&path) == found.pointer(&path)
+    });
+    // A managed field absent from `desired` is written as null, so it agrees only when
+    // `found` holds a null there, not when it lacks the field.
+    let spec_agrees = managed_spec_fields(kind).iter().all(|field| {
+        let path = format!("/spec/{field}");
+        found.pointer(&path) == Some(desired.pointer(&path).unwrap_or(&Value::Null))
+    });
+    if meta_agrees && spec_agrees {
+        return None;
+    }
     let mut next = found.clone();
     for field in ["labels", "annotations"] {
         match desired.pointer(&format!("/metadata/{field}")) {

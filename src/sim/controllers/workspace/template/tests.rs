@@ -206,6 +206,25 @@ fn statefulset_carries_the_pod_template() {
     let next = updated("StatefulSet", &sts0, &found).unwrap();
     assert_eq!(next["spec"]["replicas"], 0);
     assert_eq!(next["metadata"]["name"], "ws-demo-abcde");
+    // Only managed fields count: a status or a name of its own is no difference; a label
+    // or an annotation added, changed or dropped is.
+    let mut labelled = found.clone();
+    labelled["metadata"]["labels"]["extra"] = json!("x");
+    assert_eq!(updated("StatefulSet", &sts, &labelled), Some(found.clone()));
+    let mut annotated = found.clone();
+    annotated["metadata"]["annotations"] = json!({"a": "b"});
+    let fixed = updated("StatefulSet", &sts, &annotated).unwrap();
+    assert_eq!(
+        fixed["metadata"].get("annotations"),
+        sts["metadata"].get("annotations")
+    );
+    // A managed field the desired object lacks is written as null, once.
+    let (mut bare, mut without) = (sts.clone(), found.clone());
+    bare["spec"].as_object_mut().unwrap().remove("selector");
+    without["spec"].as_object_mut().unwrap().remove("selector");
+    let nulled = updated("StatefulSet", &bare, &without).expect("the null is written");
+    assert_eq!(nulled["spec"]["selector"], Value::Null);
+    assert!(updated("StatefulSet", &bare, &nulled).is_none());
 }
 
 #[test]
