@@ -271,9 +271,10 @@ fn main() {
 
 /// The contended resume next to the delays the simulator imposed on each GPU lane's
 /// critical path. A lane serves N/M workspaces one after another, and each holds the GPU
-/// through its pod start, its restore, the `PodRestored` lag (the drill waits for the
-/// platform's word before it deletes the workspace) and its pod's termination (the GPU is
-/// free when the pod is gone). Each is the mean the simulator served (`Truth::imposed`; pod
+/// through its pod start, its restore and the `PodRestored` lag (the drill waits for the
+/// platform's word before it deletes the workspace); between one and the next, the pod's
+/// termination (the GPU is free when the pod is gone). The drill's clock stops at the last
+/// check, before the last termination. Each is the mean the simulator served (`Truth::imposed`; pod
 /// starts and terminations also happen while preparing, with the same profile delays).
 /// Checkpoints and the add-on's settle happen while preparing, not on the resume's path.
 fn print_lanes(size: &Size, report: &drill::DrillReport, imposed: &[ImposedStats]) {
@@ -288,20 +289,26 @@ fn print_lanes(size: &Size, report: &drill::DrillReport, imposed: &[ImposedStats
         ("pod start", mean(Imposed::PodStart)),
         ("restore", mean(Imposed::Restore)),
         ("PodRestored lag", mean(Imposed::PodRestoredLag)),
-        ("termination", mean(Imposed::Termination)),
     ];
-    let per_workspace: f64 = parts.iter().map(|(_, ms)| ms).sum();
+    let termination = mean(Imposed::Termination);
+    let holding: f64 = parts.iter().map(|(_, ms)| ms).sum();
     let per_lane = size.workspaces.div_ceil(size.gpus as usize) as f64;
-    let lane_s = per_lane * per_workspace / 1000.0;
+    let lane_s = (per_lane * holding + (per_lane - 1.0) * termination) / 1000.0;
     let words: Vec<String> = parts
         .iter()
         .map(|(what, ms)| format!("{what} {ms:.0}"))
         .collect();
+    if lane_s <= 0.0 {
+        println!("deliberate delays per GPU lane: none served (nothing to set the resume beside)");
+        return;
+    }
     let over = report.wall_s / lane_s - 1.0;
     println!(
         "deliberate delays per GPU lane on the contended resume: {per_lane:.0} workspaces x ({} ms) \
-         = {lane_s:.1} s; the contended resume took {:.1} s, {:+.1}% (target within 10%: {})",
+         + {:.0} terminations x {termination:.0} ms = {lane_s:.1} s; the contended resume took {:.1} s, \
+         {:+.1}% (target within 10%: {})",
         words.join(" + "),
+        per_lane - 1.0,
         report.wall_s,
         over * 100.0,
         if over.abs() <= 0.10 { "met" } else { "MISSED" }

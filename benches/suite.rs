@@ -168,10 +168,13 @@ fn pairs_with(
                 && (detail.is_none() || ev.detail.as_deref() == detail)
         }
         Mark::PodRestored => ev.transition == Transition::PodRestoredWritten && pod_of_ws,
-        // A pod that fits nowhere, or (a quota squeeze refuses the pod itself) the
-        // Workspace turning Pending.
+        // A pod that fits nowhere, or the Workspace's state that says it waits: upstream
+        // derives `Error` with the StatefulSet's warning (a quota squeeze refuses the pod
+        // itself, so there is none) or the pod's Unschedulable condition in its message.
         Mark::WaitingForResources => {
-            (ev.transition == Transition::PodUnschedulable && pod_of_ws) || state("Pending")
+            (ev.transition == Transition::PodUnschedulable && pod_of_ws)
+                || state("Error")
+                || state("Pending")
         }
         Mark::Checkpointing => ev.transition == Transition::PauseHeld && ev.name == ws,
         Mark::PodScheduled => ev.transition == Transition::PodScheduled && pod_of_ws,
@@ -515,7 +518,7 @@ fn main() {
             );
         }
         println!(
-            "(Workspace*, Checkpointing, SnapshotReady, SnapshotsCleanedUp and PodRestored marks take the\n time the watch of the pause or resume saw the transition; PodScheduled the resume's pod\n watch; WaitingForResources the first Unschedulable pod or Pending state seen;\n GpuReleased ends a watch-driven re-check; PodGone is a check made after an earlier wait,\n so its lag is how much later the harness looked.)"
+            "(Workspace*, Checkpointing, SnapshotReady, SnapshotsCleanedUp and PodRestored marks take the\n time the watch of the pause or resume saw the transition; PodScheduled the resume's pod\n watch; WaitingForResources the resume's watch\n first seeing a state whose message names the cause (paired with the Error or Pending\n state, or an Unschedulable pod);\n GpuReleased ends a watch-driven re-check; PodGone is a check made after an earlier wait,\n so its lag is how much later the harness looked.)"
         );
         for line in &slow {
             println!("over 100 ms: {line}");

@@ -109,12 +109,15 @@ pub async fn drill(args: DrillArgs) -> Result<i32, CommandError> {
         crate::say_err!("{signal}: interrupted; removing what drill {run_id} created");
     }
     // Everything the drill created carries its run id: sweep by label, which also finds
-    // what an interrupted drill had not recorded yet. A Workspace's delete ends when its
-    // pods are gone too (`ledger::delete_and_wait`).
+    // what an interrupted drill had not recorded yet. Each pass ends when the pods of the
+    // Workspaces it deleted are gone too (`ledger::wait_for_workspace_pods`).
     let mut results = shell::sweep(&client, &cfg, &run_id).await;
     let selection = crate::platform::janitor::Selection::Run(run_id.clone());
     let budget = cfg.budgets.delete.duration();
-    let recorded = ledger.cleanup(&client, &selection, budget, false).await;
+    let mut recorded = ledger.cleanup(&client, &selection, budget, false).await;
+    // What the sweep already named a leak (a pod still terminating, say) is said once.
+    recorded
+        .retain(|r| !(r.is_leak() && results.iter().any(|s| s.object == r.object && s.is_leak())));
     shell::say_cleanup(&recorded);
     results.extend(recorded);
     let leaked = results.iter().any(|r| r.is_leak());

@@ -63,6 +63,9 @@ impl Target {
         };
         let words = match sim {
             Some(_) => format!("the embedded simulator at {server} (not a real cluster)"),
+            None if version.ends_with(crate::platform::names::SIM_VERSION_MARK) => format!(
+                "wsgate's simulator at {server} (version {version}; named as a cluster, but not a real one)"
+            ),
             None => format!("the cluster at {server}"),
         };
         let opened = Target {

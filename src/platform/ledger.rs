@@ -2,7 +2,9 @@
 //! and removed in reverse order with UID-aware delete-and-wait once the evidence is in.
 //! Created objects carry labels with the run id and an expiry, so `wsgate janitor` can
 //! remove what a killed run left behind. Every removal goes through [`super::ownership`]:
-//! the live object must be wsgate's, of the claimed run, in an opted-in namespace.
+//! the live object must be wsgate's, of the claimed run, in an opted-in namespace. A
+//! cleanup ends when the pods of the Workspaces it deleted are gone too
+//! ([`wait_for_workspace_pods`], reading only).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -241,7 +243,8 @@ impl Ledger {
     }
 }
 
-/// After the deletes of a cleanup: waits, within `budget`, until the pods of the Workspaces
+/// After the deletes of a cleanup: waits, within `budget` of its own (the deletes had
+/// theirs), until the pods of the Workspaces
 /// among `deleted` that were deleted or found gone are gone too, and makes each Workspace
 /// whose pods are still there then a leak that names them. Deleted in the background, a
 /// Workspace goes at once, and its pods after it: the garbage collector deletes its

@@ -162,6 +162,8 @@ pub struct WorkspaceWatch {
 #[derive(Debug, Default)]
 struct WorkspaceLog {
     checkpointing: Option<Seen>,
+    /// First seen waiting for resources ([`ws::waits_for_resources`]).
+    waiting: Option<Seen>,
     states: FirstStates,
     /// Whether the first list is done: what it shows is the state before the request, not
     /// a transition; what a later relist shows (the watch expired or was dropped) is.
@@ -172,6 +174,9 @@ impl WorkspaceLog {
     fn saw(&mut self, w: &Workspace) {
         if is_checkpointing(w) {
             self.checkpointing.get_or_insert_with(Seen::now);
+        }
+        if ws::waits_for_resources(Some(w)) {
+            self.waiting.get_or_insert_with(Seen::now);
         }
         self.states
             .saw(w.status.as_ref().map(|s| s.state).unwrap_or_default());
@@ -306,6 +311,12 @@ impl WorkspaceWatch {
         self.workspace.log().checkpointing
     }
 
+    /// When the Workspace was first seen waiting for resources (not Running, its message
+    /// naming quota, insufficient GPUs or an unschedulable pod) since [`Self::start`].
+    pub fn waiting(&self) -> Option<Seen> {
+        self.workspace.log().waiting
+    }
+
     /// When the Workspace was first seen in `state` since [`Self::start`].
     pub fn first(&self, state: WorkspaceState) -> Option<Seen> {
         self.workspace.log().states.get(state)
@@ -393,6 +404,47 @@ mod tests {
         log.event(watcher::Event::InitDone);
         log.event(watcher::Event::Apply(workspace(WorkspaceState::Running)));
         assert_eq!(log.states.get(WorkspaceState::Running), Some(running));
+    }
+
+    /// Waiting for resources is stamped when the watch first sees the state whose message
+    /// names the cause (upstream: `Error` with the StatefulSet's quota warning), not when
+    /// it first sees the Workspace not Running; and once.
+    #[test]
+    fn waiting_for_resources_is_stamped_when_its_message_is_first_seen() {
+        let with_message = |state, message: &str| {
+            let mut w = workspace(state);
+            if let Some(s) = w.status.as_mut() {
+                s.state_message = message.to_string();
+            }
+            w
+        };
+        let mut log = WorkspaceLog::default();
+        log.event(watcher::Event::Init);
+        log.event(watcher::Event::InitApply(workspace(WorkspaceState::Paused)));
+        log.event(watcher::Event::InitDone);
+        log.event(watcher::Event::Apply(with_message(
+            WorkspaceState::Unknown,
+            "Workspace is in an unknown state",
+        )));
+        assert!(log.waiting.is_none(), "not waiting yet: no cause named");
+        log.event(watcher::Event::Apply(with_message(
+            WorkspaceState::Error,
+            "Workspace StatefulSet has warning event: pods \"ws-0\" is forbidden: exceeded quota: wsgate-squeeze",
+        )));
+        let first = log.waiting.expect("stamped");
+        log.event(watcher::Event::Apply(with_message(
+            WorkspaceState::Error,
+            "Workspace Pod is unschedulable: 0/2 nodes are available",
+        )));
+        assert_eq!(log.waiting, Some(first));
+        // Running with an old message is not waiting.
+        let mut fresh = WorkspaceLog::default();
+        fresh.event(watcher::Event::InitDone);
+        fresh.event(watcher::Event::Apply(with_message(
+            WorkspaceState::Running,
+            "exceeded quota",
+        )));
+        assert!(fresh.waiting.is_none());
     }
 
     fn trigger(status: serde_json::Value) -> PodSnapshotManualTrigger {

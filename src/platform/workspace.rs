@@ -311,6 +311,23 @@ pub fn is_state(ws: Option<&Workspace>, state: WorkspaceState) -> bool {
         .is_some_and(|s| s.state == state)
 }
 
+/// Whether the workspace visibly waits for resources: not Running, with a message that
+/// names the cause (quota, insufficient GPUs, unschedulable).
+pub fn waits_for_resources(o: Option<&Workspace>) -> bool {
+    o.and_then(|w| w.status.as_ref()).is_some_and(|s| {
+        let m = s.state_message.to_lowercase();
+        s.state != WorkspaceState::Running
+            && [
+                "quota",
+                "insufficient",
+                "unschedulable",
+                "nodes are available",
+            ]
+            .iter()
+            .any(|k| m.contains(k))
+    })
+}
+
 /// The workspace's pods (normally zero or one).
 pub async fn pods(
     client: &kube::Client,

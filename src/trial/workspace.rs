@@ -186,6 +186,11 @@ impl Trial {
         self.watch.as_ref().and_then(WorkspaceWatch::checkpointing)
     }
 
+    /// When the last watched pause or resume first saw the Workspace wait for resources.
+    pub fn waiting_for_resources(&self) -> Option<Seen> {
+        self.watch.as_ref().and_then(WorkspaceWatch::waiting)
+    }
+
     /// When PodSnapshot `name` was first seen Ready by the last watched pause or resume.
     pub fn snapshot_ready_seen(&self, name: &str) -> Option<Seen> {
         self.watch.as_ref().and_then(|w| w.snapshot_ready(name))

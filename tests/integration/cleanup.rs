@@ -127,7 +127,7 @@ async fn a_workspaces_cleanup_ends_when_its_pods_are_gone() {
     use wsgate::platform::ledger::CleanupOutcome;
 
     let sim = crate::common::start_platform(|p| {
-        p.timing.termination_ms = wsgate::sim::delay::Delay::Fixed(2500);
+        p.timing.termination_ms = wsgate::sim::delay::Delay::Fixed(5000);
     })
     .await;
     let client = sim.client().await.unwrap();
@@ -192,7 +192,8 @@ async fn a_workspaces_cleanup_ends_when_its_pods_are_gone() {
         "the Workspace's pod is gone when its cleanup ends"
     );
 
-    // Past the budget: the Workspace goes, its pod is still terminating, and that is named.
+    // Past the budget: the Workspace goes, its pod (5 s to terminate) is still there when
+    // the pod wait's 1.5 s are up, and that is named.
     create("pods-outlive", "r-short").await;
     let pod = running_pod_of("pods-outlive").await;
     let pod_name = pod.metadata.name.clone().unwrap();

@@ -645,3 +645,72 @@ async fn idle_workspace_is_paused_only_after_a_successful_probe() {
     )
     .await;
 }
+
+/// The StatefulSet follows its inputs: a change to the Workspace's pod metadata, then to
+/// its WorkspaceKind's, reaches the StatefulSet's pod template (the controller keeps what
+/// it rendered and renders again only when an input changed).
+#[tokio::test]
+async fn the_statefulset_follows_changes_to_the_workspace_and_its_kind() {
+    let sim = crate::common::start_platform(|_| {}).await;
+    let client = sim.client().await.unwrap();
+    let wss: Api<Workspace> = Api::namespaced(client.clone(), NS);
+    let stss: Api<StatefulSet> = Api::namespaced(client.clone(), NS);
+    let kinds: Api<WorkspaceKind> = Api::all(client.clone());
+    wss.create(
+        &PostParams::default(),
+        &workspace("follow", "jupyterlab", "tiny_cpu", None),
+    )
+    .await
+    .unwrap();
+    let ws = wait_for(
+        &wss,
+        "follow",
+        "follow Running",
+        in_state(WorkspaceState::Running),
+    )
+    .await;
+    let sts: StatefulSet = owned_one(&stss, &ws).await;
+    let sts_name = sts.name_any();
+    let template_label = |key: &'static str| {
+        move |s: Option<&StatefulSet>| {
+            s.and_then(|s| s.spec.as_ref())
+                .and_then(|s| s.template.metadata.as_ref())
+                .and_then(|m| m.labels.as_ref())
+                .is_some_and(|l| l.get(key).map(String::as_str) == Some("yes"))
+        }
+    };
+    // The Workspace's own pod metadata.
+    wss.patch(
+        "follow",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"podTemplate": {"podMetadata": {"labels": {"from-workspace": "yes"}}}}})),
+    )
+    .await
+    .unwrap();
+    wait_for(
+        &stss,
+        &sts_name,
+        "the Workspace's label in the pod template",
+        template_label("from-workspace"),
+    )
+    .await;
+    // The kind's pod metadata: its generation changes, and so does the template.
+    kinds
+        .patch(
+            "jupyterlab",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"podTemplate": {"podMetadata": {"labels": {"from-kind": "yes"}}}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let sts = wait_for(
+        &stss,
+        &sts_name,
+        "the kind's label in the pod template",
+        template_label("from-kind"),
+    )
+    .await;
+    assert!(template_label("from-workspace")(Some(&sts)), "{sts:?}");
+}

@@ -6,7 +6,7 @@ use kube::api::Api;
 
 use crate::bdd::world::{StepResult, WsWorld};
 use crate::config::SqueezeMethod;
-use crate::platform::crd::{Workspace, WorkspaceState};
+use crate::platform::crd::Workspace;
 use crate::platform::wait::{self, WaitFor};
 use crate::platform::{gpu, snapshots, squeeze, workspace as ws};
 use crate::timeline::Mark;
@@ -97,33 +97,21 @@ async fn lift(w: &mut WsWorld) -> StepResult {
     }
 }
 
-/// Whether the workspace visibly waits for resources: not Running, with a message that
-/// names the cause (quota, insufficient GPUs, unschedulable).
-fn waiting(o: Option<&Workspace>) -> bool {
-    o.and_then(|w| w.status.as_ref()).is_some_and(|s| {
-        let m = s.state_message.to_lowercase();
-        s.state != WorkspaceState::Running
-            && [
-                "quota",
-                "insufficient",
-                "unschedulable",
-                "nodes are available",
-            ]
-            .iter()
-            .any(|k| m.contains(k))
-    })
-}
-
 #[then(expr = "the workspace shows a waiting state within the {string} budget")]
 async fn shows_waiting(w: &mut WsWorld, budget: String) -> StepResult {
     let limit = w.budget(&budget)?;
     let new = w.ws()?.clone();
     let api: Api<Workspace> = Api::namespaced(w.ctx.client.clone(), &new.namespace);
     let wf = WaitFor::new(budget, limit, "show that it waits for resources");
-    let got = wait::until(&api, &new.name, &wf, ws::describe, waiting)
+    let got = wait::until(&api, &new.name, &wf, ws::describe, ws::waits_for_resources)
         .await
         .map_err(|e| e.to_string())?;
-    w.mark(Mark::WaitingForResources, Some(ws::describe(got.as_ref())));
+    // When the resume's watch saw it, not when this step looked.
+    let detail = Some(ws::describe(got.as_ref()));
+    match w.trial()?.waiting_for_resources() {
+        Some(seen) => w.mark_observed_at(Mark::WaitingForResources, seen.at, detail),
+        None => w.mark(Mark::WaitingForResources, detail),
+    }
     let pods = ws::pods(&w.ctx.client, &new.namespace, &new.name)
         .await
         .map_err(|e| e.to_string())?;

@@ -3,7 +3,8 @@
 //! all owned by it and found by ownerReference uid; the state derived from the pod, its
 //! events and the StatefulSet's; the status in epoch milliseconds, written only when it
 //! changes; Jupyter activity probing and auto-pause by `activityRules`. It also keeps each
-//! WorkspaceKind's `status.workspaces` count and its protection finalizer.
+//! WorkspaceKind's `status.workspaces` count and its protection finalizer, and the
+//! StatefulSet it last rendered for each Workspace (rendered again when an input changes).
 //!
 //! Like upstream it knows nothing about snapshots: the GKE add-on intercepts pause by
 //! rewriting `spec.paused`, and a pod whose readiness gate holds `Ready=False` is simply
@@ -416,7 +417,16 @@ impl WorkspaceController {
             service_account: inputs.service_account.to_string(),
             sts: sts.clone(),
         };
-        self.lock_rendered().insert(key, Arc::new(rendered));
+        let mut all = self.lock_rendered();
+        all.insert(key, Arc::new(rendered));
+        // A Workspace whose Deleted event the controller missed (it re-listed after falling
+        // behind) is never forgotten one by one: now and then, drop what is rendered for
+        // Workspaces that are gone (each time the memo has doubled, so a lookup stays O(1)
+        // on average).
+        if all.len() >= 64 && all.len().is_power_of_two() {
+            let ws = kind("Workspace");
+            all.retain(|(ns, name), _| self.store.find(ws, Some(ns), name).is_some());
+        }
         Ok(sts)
     }
 
