@@ -171,10 +171,9 @@ fn pairs_with(
         // A pod that fits nowhere, or the Workspace's state that says it waits: upstream
         // derives `Error` with the StatefulSet's warning (a quota squeeze refuses the pod
         // itself, so there is none) or the pod's Unschedulable condition in its message.
+        // `Pending` never names a cause ("Workspace is pending"), so it is no such state.
         Mark::WaitingForResources => {
-            (ev.transition == Transition::PodUnschedulable && pod_of_ws)
-                || state("Error")
-                || state("Pending")
+            (ev.transition == Transition::PodUnschedulable && pod_of_ws) || state("Error")
         }
         Mark::Checkpointing => ev.transition == Transition::PauseHeld && ev.name == ws,
         Mark::PodScheduled => ev.transition == Transition::PodScheduled && pod_of_ws,
@@ -518,7 +517,7 @@ fn main() {
             );
         }
         println!(
-            "(Workspace*, Checkpointing, SnapshotReady, SnapshotsCleanedUp and PodRestored marks take the\n time the watch of the pause or resume saw the transition; PodScheduled the resume's pod\n watch; WaitingForResources the resume's watch\n first seeing a state whose message names the cause (paired with the Error or Pending\n state, or an Unschedulable pod);\n GpuReleased ends a watch-driven re-check; PodGone is a check made after an earlier wait,\n so its lag is how much later the harness looked.)"
+            "(Workspace*, Checkpointing, SnapshotReady, SnapshotsCleanedUp and PodRestored marks take the\n time the watch of the pause or resume saw the transition; PodScheduled the resume's pod\n watch; WaitingForResources the resume's watch\n first seeing a state whose message names the cause (paired with the Error state or an\n Unschedulable pod);\n GpuReleased ends a watch-driven re-check; PodGone is a check made after an earlier wait,\n so its lag is how much later the harness looked.)"
         );
         for line in &slow {
             println!("over 100 ms: {line}");

@@ -170,12 +170,7 @@ fn sim_options(
         profile.rbac.port_forward = cfg.session.connect != crate::config::SessionConnect::PodIp;
     }
     edit(&mut profile);
-    let mut opts = crate::sim::SimOptions::with_platform();
-    if let Some(p) = opts.platform.as_mut() {
-        p.profile = profile;
-        p.seed = cfg.sim.seed;
-    }
-    Ok(opts)
+    Ok(crate::sim::SimOptions::of_platform(profile, cfg.sim.seed))
 }
 
 #[cfg(test)]
@@ -205,12 +200,6 @@ mod tests {
             platform.profile.runtime.kind,
             crate::sim::profile::RuntimeKind::None
         );
-        let shipped =
-            crate::sim::profile::SimProfile::load(std::path::Path::new("field-restore-lag"))
-                .unwrap();
-        assert_eq!(
-            platform.profile.timing.pod_restored_after_ready_ms,
-            shipped.timing.pod_restored_after_ready_ms
-        );
+        crate::sim::profile::tests::assert_is_shipped(&platform.profile, "field-restore-lag");
     }
 }

@@ -46,21 +46,16 @@ pub async fn sim(args: SimArgs) -> Result<i32, CommandError> {
 
 /// What `wsgate sim`'s flags ask of the simulator: its port, profile and seed.
 fn options(args: &SimArgs) -> Result<SimOptions, CommandError> {
-    let mut options = SimOptions {
-        port: args.port,
-        ..SimOptions::with_platform()
-    };
-    if let Some(platform) = options.platform.as_mut() {
-        platform.seed = args.seed;
-    }
-    if let Some(path) = &args.sim_profile {
-        let profile =
-            SimProfile::load(path).map_err(|e| CommandError::SimProfile(e.to_string()))?;
-        if let Some(platform) = options.platform.as_mut() {
-            platform.profile = profile;
+    let profile = match &args.sim_profile {
+        Some(path) => {
+            SimProfile::load(path).map_err(|e| CommandError::SimProfile(e.to_string()))?
         }
-    }
-    Ok(options)
+        None => SimProfile::default_profile(),
+    };
+    Ok(SimOptions {
+        port: args.port,
+        ..SimOptions::of_platform(profile, args.seed)
+    })
 }
 
 /// `wsgate sim calibrate`: reads every report first, then writes the profile in one piece.
@@ -139,12 +134,6 @@ mod tests {
         };
         let platform = super::options(&args).unwrap().platform.unwrap();
         assert_eq!(platform.seed, 42);
-        let shipped =
-            crate::sim::profile::SimProfile::load(std::path::Path::new("field-restore-lag"))
-                .unwrap();
-        assert_eq!(
-            platform.profile.timing.pod_restored_after_ready_ms,
-            shipped.timing.pod_restored_after_ready_ms
-        );
+        crate::sim::profile::tests::assert_is_shipped(&platform.profile, "field-restore-lag");
     }
 }

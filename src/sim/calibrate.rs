@@ -113,6 +113,18 @@ pub struct Figure {
 }
 
 impl Figure {
+    /// The figure `key` from `(ms, run index)` samples.
+    fn of(key: &'static str, samples: impl IntoIterator<Item = (f64, usize)>) -> Figure {
+        let (samples_ms, runs): (Vec<f64>, std::collections::BTreeSet<usize>) =
+            samples.into_iter().unzip();
+        Figure {
+            key,
+            from: from_of(key),
+            samples_ms,
+            runs: runs.len(),
+        }
+    }
+
     /// The samples as a profile delay.
     pub fn delay(&self) -> Delay {
         let mut s = self.samples_ms.clone();
@@ -299,12 +311,9 @@ pub fn calibrate(
             scenarios_used: used,
         });
     }
-    let mut per_key: BTreeMap<&'static str, (Vec<f64>, std::collections::BTreeSet<usize>)> =
-        BTreeMap::new();
+    let mut per_key: BTreeMap<&'static str, Vec<(f64, usize)>> = BTreeMap::new();
     for (key, run, v) in seen {
-        let e = per_key.entry(key).or_default();
-        e.0.push(v);
-        e.1.insert(run);
+        per_key.entry(key).or_default().push((v, run));
     }
     let mut notes = Vec::new();
     let versions: std::collections::BTreeSet<&str> = sources
@@ -321,12 +330,7 @@ pub fn calibrate(
     }
     let mut figures: Vec<Figure> = per_key
         .into_iter()
-        .map(|(key, (samples_ms, runs))| Figure {
-            key,
-            from: from_of(key),
-            samples_ms,
-            runs: runs.len(),
-        })
+        .map(|(key, samples)| Figure::of(key, samples))
         .collect();
     let pod_start_median = figures
         .iter()
@@ -365,14 +369,10 @@ pub fn calibrate(
                         "restore_mib_per_s is kept from the base: some resumes have no resident size (no kernel evidence)"
                             .to_string(),
                     );
-                    let runs: std::collections::BTreeSet<usize> =
-                        points.iter().map(|p| p.2).collect();
-                    figures.push(Figure {
-                        key: "restore_ms",
-                        from: from_of("restore_ms"),
-                        samples_ms: points.iter().map(|p| p.1).collect(),
-                        runs: runs.len(),
-                    });
+                    figures.push(Figure::of(
+                        "restore_ms",
+                        points.iter().map(|(_, t, run)| (*t, *run)),
+                    ));
                 }
             }
         }
@@ -539,18 +539,19 @@ fn fit_bytes(
             }
         }
     };
-    let fixed: Vec<f64> = points
-        .iter()
-        .map(|(b, t, _)| (t - b * per_byte).max(0.0))
-        .collect();
-    let fixed_ms = fixed.iter().sum::<f64>() / fixed.len() as f64;
+    let figure = Figure::of(
+        key,
+        points
+            .iter()
+            .map(|(b, t, run)| ((t - b * per_byte).max(0.0), *run)),
+    );
+    let fixed_ms = figure.samples_ms.iter().sum::<f64>() / points.len() as f64;
     let rms = (points
         .iter()
         .map(|(b, t, _)| (t - (fixed_ms + b * per_byte)).powi(2))
         .sum::<f64>()
         / points.len() as f64)
         .sqrt();
-    let runs: std::collections::BTreeSet<usize> = points.iter().map(|p| p.2).collect();
     (
         Fit {
             fixed_ms,
@@ -559,12 +560,7 @@ fn fit_bytes(
             points: points.len(),
             size_spread: spread,
         },
-        Figure {
-            key,
-            from: from_of(key),
-            samples_ms: fixed,
-            runs: runs.len(),
-        },
+        figure,
     )
 }
 

@@ -308,42 +308,33 @@ pub enum ProfileError {
 impl SimProfile {
     /// Parses a profile's text; `path` names it in errors.
     pub fn parse(path: &str, text: &str) -> Result<Self, ProfileError> {
-        let p: SimProfile = toml::from_str(text).map_err(|e| ProfileError::Invalid {
+        let invalid = |message: String| ProfileError::Invalid {
             path: path.to_string(),
-            message: e.to_string(),
-        })?;
+            message,
+        };
+        let p: SimProfile = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
         if p.node_pools.is_empty() {
-            return Err(ProfileError::Invalid {
-                path: path.to_string(),
-                message: "at least one node pool is required".into(),
-            });
+            return Err(invalid("at least one node pool is required".into()));
         }
         let t = &p.timing;
         if !(t.checkpoint_mib_per_s.is_finite() && t.checkpoint_mib_per_s >= 1.0) {
-            return Err(ProfileError::Invalid {
-                path: path.to_string(),
-                message: format!(
-                    "timing.checkpoint_mib_per_s must be a number of at least 1, not {}",
-                    t.checkpoint_mib_per_s
-                ),
-            });
+            return Err(invalid(format!(
+                "timing.checkpoint_mib_per_s must be a number of at least 1, not {}",
+                t.checkpoint_mib_per_s
+            )));
         }
         if !(t.restore_mib_per_s == 0.0
             || (t.restore_mib_per_s.is_finite() && t.restore_mib_per_s >= 1.0))
         {
-            return Err(ProfileError::Invalid {
-                path: path.to_string(),
-                message: format!(
-                    "timing.restore_mib_per_s must be 0 (no per-byte part) or a number of at least 1, not {}",
-                    t.restore_mib_per_s
-                ),
-            });
+            return Err(invalid(format!(
+                "timing.restore_mib_per_s must be 0 (no per-byte part) or a number of at least 1, not {}",
+                t.restore_mib_per_s
+            )));
         }
         if !(0.0..=1.0).contains(&p.faults.api_error_rate) {
-            return Err(ProfileError::Invalid {
-                path: path.to_string(),
-                message: "faults.api_error_rate must be between 0 and 1".into(),
-            });
+            return Err(invalid(
+                "faults.api_error_rate must be between 0 and 1".into(),
+            ));
         }
         Ok(p)
     }
@@ -391,8 +382,18 @@ impl SimProfile {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// Asserts that `p` is the shipped profile `name`, by its timings.
+    pub(crate) fn assert_is_shipped(p: &SimProfile, name: &str) {
+        let shipped = SimProfile::load(Path::new(name)).unwrap();
+        assert_eq!(
+            format!("{:?}", p.timing),
+            format!("{:?}", shipped.timing),
+            "not the shipped profile {name}"
+        );
+    }
 
     #[test]
     fn shipped_profiles_are_the_fixture_files_and_load_by_name() {

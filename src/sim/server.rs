@@ -81,6 +81,19 @@ impl SimOptions {
             ..Default::default()
         }
     }
+
+    /// The API server with the simulated platform of `profile`, its drawn delays seeded by
+    /// `seed`.
+    pub fn of_platform(profile: SimProfile, seed: u64) -> Self {
+        Self {
+            platform: Some(PlatformOptions {
+                profile,
+                seed,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
 }
 
 /// Why a simulator could not start or write its kubeconfig.

@@ -62,6 +62,19 @@ fn workspace(name: &str, kind: &str, pod_config: &str, home: Option<&str>) -> Wo
     .unwrap()
 }
 
+/// Creates `ws` and waits until it is Running.
+async fn create_running(wss: &Api<Workspace>, ws: Workspace) -> Workspace {
+    let name = ws.name_any();
+    wss.create(&PostParams::default(), &ws).await.unwrap();
+    wait_for(
+        wss,
+        &name,
+        &format!("{name} Running"),
+        in_state(WorkspaceState::Running),
+    )
+    .await
+}
+
 fn state(w: Option<&Workspace>) -> Option<WorkspaceState> {
     w.and_then(|w| w.status.as_ref()).map(|s| s.state)
 }
@@ -130,18 +143,9 @@ async fn workspace_owns_its_objects_pauses_resumes_and_is_garbage_collected() {
     .unwrap();
     pvcs.create(&PostParams::default(), &pvc).await.unwrap();
     let wss: Api<Workspace> = Api::namespaced(client.clone(), NS);
-    wss.create(
-        &PostParams::default(),
-        &workspace("demo", "jupyterlab", "gpu_t4_spot", Some("demo-home")),
-    )
-    .await
-    .unwrap();
-
-    let ws = wait_for(
+    let ws = create_running(
         &wss,
-        "demo",
-        "demo Running",
-        in_state(WorkspaceState::Running),
+        workspace("demo", "jupyterlab", "gpu_t4_spot", Some("demo-home")),
     )
     .await;
     let st = ws.status.clone().unwrap();
@@ -656,19 +660,7 @@ async fn the_statefulset_follows_changes_to_the_workspace_and_its_kind() {
     let wss: Api<Workspace> = Api::namespaced(client.clone(), NS);
     let stss: Api<StatefulSet> = Api::namespaced(client.clone(), NS);
     let kinds: Api<WorkspaceKind> = Api::all(client.clone());
-    wss.create(
-        &PostParams::default(),
-        &workspace("follow", "jupyterlab", "tiny_cpu", None),
-    )
-    .await
-    .unwrap();
-    let ws = wait_for(
-        &wss,
-        "follow",
-        "follow Running",
-        in_state(WorkspaceState::Running),
-    )
-    .await;
+    let ws = create_running(&wss, workspace("follow", "jupyterlab", "tiny_cpu", None)).await;
     let sts: StatefulSet = owned_one(&stss, &ws).await;
     let sts_name = sts.name_any();
     let template_label = |key: &'static str| {

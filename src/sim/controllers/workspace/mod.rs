@@ -56,7 +56,8 @@ struct Rendered {
     spec: Value,
     /// The WorkspaceKind's uid and generation: the template reads only its spec (its
     /// status, whose counts change with every Workspace, does not count).
-    kind_version: (String, i64),
+    kind_uid: String,
+    kind_generation: i64,
     service_account: String,
     sts: Arc<Value>,
 }
@@ -392,19 +393,18 @@ impl WorkspaceController {
             text_at(ws, "/metadata/name").to_string(),
         );
         let (uid, spec) = (text_at(ws, "/metadata/uid"), ws.get("spec"));
-        let kind_version = (
-            text_at(inputs.kind, "/metadata/uid"),
-            inputs
-                .kind
-                .pointer("/metadata/generation")
-                .and_then(Value::as_i64)
-                .unwrap_or(0),
-        );
+        let kind_uid = text_at(inputs.kind, "/metadata/uid");
+        let kind_generation = inputs
+            .kind
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
         let cached = self.lock_rendered().get(&key).cloned();
         if let Some(r) = cached.filter(|r| {
             r.uid == uid
                 && Some(&r.spec) == spec
-                && (r.kind_version.0.as_str(), r.kind_version.1) == kind_version
+                && r.kind_uid == kind_uid
+                && r.kind_generation == kind_generation
                 && r.service_account == inputs.service_account
         }) {
             return Ok(r.sts.clone());
@@ -413,7 +413,8 @@ impl WorkspaceController {
         let rendered = Rendered {
             uid: uid.to_string(),
             spec: spec.cloned().unwrap_or(Value::Null),
-            kind_version: (kind_version.0.to_string(), kind_version.1),
+            kind_uid: kind_uid.to_string(),
+            kind_generation,
             service_account: inputs.service_account.to_string(),
             sts: sts.clone(),
         };
