@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use super::error::ApiError;
 use super::kinds::KindInfo;
 use super::store::Lister;
+use crate::sim::json::Lookup as _;
 
 /// An extended resource: a qualified name outside the `kubernetes.io` domain (and not
 /// `requests.`-prefixed), e.g. `nvidia.com/gpu`.
@@ -37,14 +38,14 @@ fn default_requests(pod: &mut Value) {
         };
         for c in cs {
             let Some(limits) = c
-                .pointer("/resources/limits")
+                .lookup("/resources/limits")
                 .and_then(Value::as_object)
                 .cloned()
             else {
                 continue;
             };
             if !c
-                .pointer("/resources/requests")
+                .lookup("/resources/requests")
                 .is_some_and(Value::is_object)
             {
                 c["resources"]["requests"] = json!({});
@@ -62,9 +63,9 @@ fn default_requests(pod: &mut Value) {
 fn extended_requests(pod: &Value) -> Vec<String> {
     let mut out: Vec<String> = ["containers", "initContainers"]
         .iter()
-        .filter_map(|l| pod.pointer(&format!("/spec/{l}")).and_then(Value::as_array))
+        .filter_map(|l| pod.lookup(&format!("/spec/{l}")).and_then(Value::as_array))
         .flatten()
-        .filter_map(|c| c.pointer("/resources/requests").and_then(Value::as_object))
+        .filter_map(|c| c.lookup("/resources/requests").and_then(Value::as_object))
         .flat_map(|r| r.keys().filter(|k| is_extended(k)).cloned())
         .collect();
     out.sort();
@@ -86,10 +87,7 @@ pub fn mutate(
     default_requests(pod);
     for resource in extended_requests(pod) {
         let toleration = json!({"key": resource, "operator": "Exists", "effect": "NoSchedule"});
-        if !pod
-            .pointer("/spec/tolerations")
-            .is_some_and(Value::is_array)
-        {
+        if !pod.lookup("/spec/tolerations").is_some_and(Value::is_array) {
             pod["spec"]["tolerations"] = json!([]);
         }
         if let Some(ts) = pod["spec"]["tolerations"].as_array_mut()

@@ -2,6 +2,7 @@
 //! catches it. A fault is on for a whole run (profile `[faults] enabled`) or for one object
 //! (annotation `sim.wsgate.dev/fault`, comma-separated, on the Workspace or its pod).
 
+use crate::sim::json::Lookup as _;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -74,7 +75,7 @@ impl Fault {
 
 /// Whether `obj` carries `fault` in its fault annotation.
 pub fn annotated(obj: &Value, fault: Fault) -> bool {
-    obj.pointer("/metadata/annotations")
+    obj.lookup("/metadata/annotations")
         .and_then(|a| a.get(FAULT_ANNOTATION))
         .and_then(Value::as_str)
         .is_some_and(|s| s.split(',').filter_map(Fault::parse).any(|f| f == fault))

@@ -7,7 +7,7 @@ use crate::sim::store::meta::now_rfc3339;
 
 /// The string at JSON pointer `ptr`, if there is one.
 pub fn str_at<'a>(v: &'a Value, ptr: &str) -> Option<&'a str> {
-    v.pointer(ptr).and_then(Value::as_str)
+    lookup(v, ptr).and_then(Value::as_str)
 }
 
 /// The value under `keys`, one object key after another (a key may hold `/`, as
@@ -44,14 +44,14 @@ pub fn now_rfc3339_ms() -> String {
 
 /// The annotation `key` of `v`, if it is there.
 pub fn annotation<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
-    v.pointer("/metadata/annotations")
+    lookup(v, "/metadata/annotations")
         .and_then(|a| a.get(key))
         .and_then(Value::as_str)
 }
 
 /// The label `key` of `v`, if it is there.
 pub fn label<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
-    v.pointer("/metadata/labels")
+    lookup(v, "/metadata/labels")
         .and_then(|a| a.get(key))
         .and_then(Value::as_str)
 }
@@ -68,12 +68,12 @@ pub fn uid_of(v: &Value) -> &str {
 
 /// Whether `v` has a deletion timestamp (it waits for its finalizers).
 pub fn is_deleting(v: &Value) -> bool {
-    v.pointer("/metadata/deletionTimestamp").is_some()
+    lookup(v, "/metadata/deletionTimestamp").is_some()
 }
 
 /// A status condition of a custom resource or pod.
 pub fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a Value> {
-    obj.pointer("/status/conditions")
+    lookup(obj, "/status/conditions")
         .and_then(Value::as_array)?
         .iter()
         .find(|c| str_at(c, "/type") == Some(type_))
@@ -95,10 +95,7 @@ pub fn set_cr_condition(obj: &mut Value, type_: &str, status: &str, reason: &str
 /// Puts `cond` into `status.conditions` (made when missing), replacing the condition of
 /// its type; while the status stays the same the old `lastTransitionTime` is kept.
 pub fn upsert_condition(obj: &mut Value, mut cond: Value) {
-    if !obj
-        .pointer("/status/conditions")
-        .is_some_and(Value::is_array)
-    {
+    if !lookup(obj, "/status/conditions").is_some_and(Value::is_array) {
         obj["status"]["conditions"] = json!([]);
     }
     let conds = obj["status"]["conditions"]
@@ -116,6 +113,45 @@ pub fn upsert_condition(obj: &mut Value, mut cond: Value) {
     }
 }
 
+/// `v.pointer(ptr)` without its allocations: serde_json unescapes every token of a JSON
+/// pointer into a new `String`, which made pointer lookups the simulator's largest cost in
+/// a drill (13.7% of its CPU at 200 workspaces). Tokens without `~` (all the simulator's
+/// own pointers) are looked up as they are; a pointer with an escape goes to serde_json.
+pub fn lookup<'a>(v: &'a Value, ptr: &str) -> Option<&'a Value> {
+    if ptr.contains('~') {
+        return v.pointer(ptr);
+    }
+    if ptr.is_empty() {
+        return Some(v);
+    }
+    ptr.strip_prefix('/')?
+        .split('/')
+        .try_fold(v, |v, token| match v {
+            Value::Object(map) => map.get(token),
+            Value::Array(items) => index(token).and_then(|i| items.get(i)),
+            _ => None,
+        })
+}
+
+/// An array index token as RFC 6901 (and serde_json) reads it: digits, no leading zero.
+fn index(token: &str) -> Option<usize> {
+    if token.starts_with('+') || (token.starts_with('0') && token.len() > 1) {
+        return None;
+    }
+    token.parse().ok()
+}
+
+/// [`lookup`] as a method of `Value`, named apart from serde_json's own `pointer`.
+pub trait Lookup {
+    fn lookup(&self, ptr: &str) -> Option<&Value>;
+}
+
+impl Lookup for Value {
+    fn lookup(&self, ptr: &str) -> Option<&Value> {
+        lookup(self, ptr)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,6 +165,36 @@ mod tests {
         assert!(now_epoch_ms() > 1_700_000_000_000);
         let stamp = now_rfc3339_ms();
         assert!(stamp.ends_with('Z') && stamp.len() == 24, "{stamp}");
+    }
+
+    #[test]
+    fn lookup_finds_what_serde_json_pointer_finds() {
+        let v = json!({"metadata": {"name": "ws", "labels": {"a/b": "x", "c~d": "y"}},
+            "spec": {"containers": [{"name": "main"}, {"name": "side"}], "": {"e": 1}},
+            "n": null});
+        for ptr in [
+            "",
+            "/",
+            "/metadata/name",
+            "/metadata/labels/a~1b",
+            "/metadata/labels/c~0d",
+            "/metadata/labels/a/b",
+            "/spec/containers/1/name",
+            "/spec/containers/01/name",
+            "/spec/containers/+1/name",
+            "/spec/containers/2",
+            "/spec/containers/-",
+            "/spec//e",
+            "/n",
+            "/n/x",
+            "/metadata/name/x",
+            "metadata/name",
+            "/missing",
+        ] {
+            assert_eq!(lookup(&v, ptr), v.pointer(ptr), "{ptr:?}");
+            assert_eq!(v.lookup(ptr), v.pointer(ptr), "{ptr:?}");
+        }
+        assert_eq!(lookup(&v, "/spec/containers/1/name"), Some(&json!("side")));
     }
 
     #[test]

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use super::kinds;
 use super::profile::SimProfile;
 use super::store::Store;
+use crate::sim::json::Lookup as _;
 
 pub use crate::platform::names::SNAPSHOT_ENABLED;
 pub use crate::platform::names::STORAGE_CONFIG;
@@ -503,7 +504,7 @@ pub fn seed(store: &Store, profile: &SimProfile) {
         let kind = kind(k);
         let status = obj.get("status").cloned();
         let name = obj
-            .pointer("/metadata/name")
+            .lookup("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();

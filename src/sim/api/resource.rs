@@ -13,6 +13,7 @@ use super::query::{self, Query};
 use super::watch::{self, Render};
 use super::{State, json_response, table};
 use crate::sim::error::ApiError;
+use crate::sim::json::Lookup as _;
 use crate::sim::store::{DeleteOptions, DeleteOutcome};
 
 fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
@@ -47,7 +48,7 @@ pub async fn handle(
             let obj = state.store.get(kind, ns.as_deref(), name)?;
             if as_table {
                 let rv = obj
-                    .pointer("/metadata/resourceVersion")
+                    .lookup("/metadata/resourceVersion")
                     .and_then(Value::as_str)
                     .unwrap_or("");
                 Ok(json_response(
@@ -85,7 +86,7 @@ pub async fn handle(
                             &format!(
                                 "Precondition failed: UID in precondition: {uid}, UID in object \
                                  meta: {}",
-                                cur.pointer("/metadata/uid")
+                                cur.lookup("/metadata/uid")
                                     .and_then(Value::as_str)
                                     .unwrap_or("")
                             ),
@@ -122,7 +123,7 @@ pub async fn handle(
                 Err(e) if e.code == 404 && ptype == PatchType::Apply && !status_write => {
                     // Server-side apply creates what does not exist yet.
                     let mut obj = patch::parse_apply_body(&body)?;
-                    if obj.pointer("/metadata/name").is_none() {
+                    if obj.lookup("/metadata/name").is_none() {
                         obj["metadata"]["name"] = json!(name);
                     }
                     let created = state.store.create(kind, ns.as_deref(), obj, q.dry_run)?;
@@ -148,10 +149,10 @@ pub async fn handle(
             let mut deleted = Vec::new();
             for item in items {
                 let name = item
-                    .pointer("/metadata/name")
+                    .lookup("/metadata/name")
                     .and_then(Value::as_str)
                     .unwrap_or("");
-                let item_ns = item.pointer("/metadata/namespace").and_then(Value::as_str);
+                let item_ns = item.lookup("/metadata/namespace").and_then(Value::as_str);
                 match state.store.delete(kind, item_ns, name, &opts) {
                     Ok(DeleteOutcome::Deleted(o) | DeleteOutcome::Marked(o)) => {
                         deleted.push((*o).clone())
@@ -199,11 +200,11 @@ fn delete_options(q: &Query, body: &[u8]) -> Result<DeleteOptions, ApiError> {
         if let Some(p) = v.get("propagationPolicy").and_then(Value::as_str) {
             opts.propagation = query::parse_propagation(p)?;
         }
-        if let Some(uid) = v.pointer("/preconditions/uid").and_then(Value::as_str) {
+        if let Some(uid) = v.lookup("/preconditions/uid").and_then(Value::as_str) {
             opts.precondition_uid = Some(uid.to_string());
         }
         if let Some(rv) = v
-            .pointer("/preconditions/resourceVersion")
+            .lookup("/preconditions/resourceVersion")
             .and_then(Value::as_str)
         {
             opts.precondition_rv = Some(rv.to_string());
@@ -270,11 +271,11 @@ fn list(
     let mut rv = rv.to_string();
     let key_of = |o: &Value| {
         (
-            o.pointer("/metadata/namespace")
+            o.lookup("/metadata/namespace")
                 .and_then(Value::as_str)
                 .unwrap_or("")
                 .to_string(),
-            o.pointer("/metadata/name")
+            o.lookup("/metadata/name")
                 .and_then(Value::as_str)
                 .unwrap_or("")
                 .to_string(),
@@ -325,7 +326,7 @@ impl IntoResponse for ApiError {
 /// The uid a write names when it is not the stored object's (an empty or absent uid names
 /// none: the server keeps the stored one).
 fn other_uid(current: &Value, desired: &Value) -> Option<String> {
-    let want = desired.pointer("/metadata/uid").and_then(Value::as_str)?;
-    let have = current.pointer("/metadata/uid").and_then(Value::as_str);
+    let want = desired.lookup("/metadata/uid").and_then(Value::as_str)?;
+    let have = current.lookup("/metadata/uid").and_then(Value::as_str);
     (!want.is_empty() && Some(want) != have).then(|| want.to_owned())
 }

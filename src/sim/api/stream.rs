@@ -32,6 +32,7 @@ use tokio_tungstenite::tungstenite::protocol::Role;
 use super::State;
 use crate::sim::controllers::kubelet;
 use crate::sim::error::ApiError;
+use crate::sim::json::Lookup as _;
 use crate::sim::kinds::KINDS;
 
 /// The subprotocols served, in the order of preference.
@@ -171,7 +172,7 @@ async fn websocket(on_upgrade: hyper::upgrade::OnUpgrade) -> Option<Ws> {
 fn running_pod(state: &State, ns: &str, name: &str) -> Result<Arc<Value>, ApiError> {
     let pod = state.store.get(pod_kind(), Some(ns), name)?;
     let phase = pod
-        .pointer("/status/phase")
+        .lookup("/status/phase")
         .and_then(Value::as_str)
         .unwrap_or("Pending");
     if phase != "Running" {
@@ -214,7 +215,7 @@ pub async fn exec(
     let prepared = (|| {
         let pod = running_pod(&state, &ns, &name)?;
         let container = pod
-            .pointer("/spec/containers/0/name")
+            .lookup("/spec/containers/0/name")
             .and_then(Value::as_str)
             .unwrap_or("main")
             .to_string();
@@ -235,7 +236,7 @@ pub async fn exec(
             ));
         };
         let ns_of = pod
-            .pointer("/metadata/namespace")
+            .lookup("/metadata/namespace")
             .and_then(Value::as_str)
             .unwrap_or(&ns);
         let home = pods.volume_dir(ns_of, kubelet::home_claim(&pod));
@@ -465,7 +466,7 @@ pub async fn portforward(
     let prepared = (|| {
         let pod = running_pod(&state, &ns, &name)?;
         let reported = pod
-            .pointer("/status/podIP")
+            .lookup("/status/podIP")
             .and_then(Value::as_str)
             .ok_or_else(|| ApiError::bad_request(format!("pod {name} has no IP yet")))?;
         // The kubelet reaches the pod inside its network, isolated or not.

@@ -53,7 +53,9 @@ use super::kubelet::WORKSPACE_LABEL;
 use super::scheduler::set_condition;
 use super::{Ctx, Next, ObjKey, Reconciler, kind};
 use crate::sim::faults::Fault;
-use crate::sim::json::{annotation, condition_status, is_deleting, label, name_of, str_at, uid_of};
+use crate::sim::json::{
+    Lookup as _, annotation, condition_status, is_deleting, label, name_of, str_at, uid_of,
+};
 use crate::sim::seed::{SNAPSHOT_ENABLED, STORAGE_CONFIG};
 use crate::sim::store::meta::now_rfc3339;
 use crate::sim::store::{DeleteOptions, Event};
@@ -138,7 +140,7 @@ fn is_ready(pod: &Value) -> bool {
 /// Every container reports ready (and there is at least one).
 fn all_containers_ready(pod: &Value) -> bool {
     let statuses = pod
-        .pointer("/status/containerStatuses")
+        .lookup("/status/containerStatuses")
         .and_then(Value::as_array);
     statuses.is_some_and(|s| {
         !s.is_empty()
@@ -173,7 +175,7 @@ impl Reconciler for SnapshotAddon {
         let ns = ev.namespace.clone().unwrap_or_default();
         let o = &ev.object;
         let owner = || {
-            o.pointer("/metadata/ownerReferences")
+            o.lookup("/metadata/ownerReferences")
                 .and_then(Value::as_array)
                 .and_then(|refs| {
                     refs.iter()
@@ -223,7 +225,7 @@ impl Reconciler for SnapshotAddon {
         if state == "Checkpointing" {
             return self.checkpointing(ctx, key, &ws, &pods);
         }
-        if ws.pointer("/spec/paused") == Some(&json!(true)) {
+        if ws.lookup("/spec/paused") == Some(&json!(true)) {
             return Next::Done;
         }
         self.active(ctx, key, &ws, &pods)
@@ -664,14 +666,14 @@ impl SnapshotAddon {
             return;
         }
         let mut labels = primary
-            .pointer("/metadata/labels")
+            .lookup("/metadata/labels")
             .cloned()
             .unwrap_or(json!({}));
         if let Some(l) = labels.as_object_mut() {
             l.remove("statefulset.kubernetes.io/pod-name");
         }
         let mut annotations = primary
-            .pointer("/metadata/annotations")
+            .lookup("/metadata/annotations")
             .cloned()
             .unwrap_or(json!({}));
         annotations[DUPLICATE_OF] = json!(name_of(primary));
@@ -710,7 +712,7 @@ impl SnapshotAddon {
         }
         {
             let mut pauses = lock(&self.pauses);
-            if ws.pointer("/spec/paused") == Some(&json!(true)) {
+            if ws.lookup("/spec/paused") == Some(&json!(true)) {
                 let wiped = pauses.entry(uid).or_insert(false);
                 if *wiped || !(now || pods.is_empty()) {
                     return;

@@ -3,6 +3,7 @@
 use serde_json::{Value, json};
 
 use super::{Ctx, kind};
+use crate::sim::json::Lookup as _;
 use crate::sim::store::meta::{now_rfc3339, random_suffix};
 
 /// Records an Event (`type_` is `Normal` or `Warning`) about `involved`.
@@ -24,8 +25,8 @@ pub fn record(
             "kind": involved.get("kind"),
             "name": name,
             "namespace": ns,
-            "uid": involved.pointer("/metadata/uid"),
-            "resourceVersion": involved.pointer("/metadata/resourceVersion"),
+            "uid": involved.lookup("/metadata/uid"),
+            "resourceVersion": involved.lookup("/metadata/resourceVersion"),
         },
         "reason": reason,
         "message": message,

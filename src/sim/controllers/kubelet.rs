@@ -55,7 +55,7 @@ struct PendingRestored {
 }
 
 fn condition_true(pod: &Value, type_: &str) -> bool {
-    pod.pointer("/status/conditions")
+    pod.lookup("/status/conditions")
         .and_then(Value::as_array)
         .is_some_and(|cs| {
             cs.iter()
@@ -65,7 +65,7 @@ fn condition_true(pod: &Value, type_: &str) -> bool {
 
 /// Ready = containers ready and every readiness gate's condition True.
 fn gates_pass(pod: &Value) -> bool {
-    pod.pointer("/spec/readinessGates")
+    pod.lookup("/spec/readinessGates")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -236,7 +236,7 @@ impl Reconciler for Kubelet {
         else {
             return Next::Done;
         };
-        if pod.pointer("/metadata/deletionTimestamp").is_some() {
+        if pod.lookup("/metadata/deletionTimestamp").is_some() {
             let wait = ctx.delays.of(crate::sim::delay::Purpose::Termination, &uid);
             let elapsed = self.elapsed_since_first_seen(&uid, "delete");
             if elapsed < wait {
@@ -330,11 +330,11 @@ impl Reconciler for Kubelet {
             }
             let now = now_rfc3339();
             let image = pod
-                .pointer("/spec/containers/0/image")
+                .lookup("/spec/containers/0/image")
                 .cloned()
                 .unwrap_or(json!(""));
             let name = pod
-                .pointer("/spec/containers/0/name")
+                .lookup("/spec/containers/0/name")
                 .cloned()
                 .unwrap_or(json!("main"));
             let _ = ctx.store.modify(key.kind, key.ns(), &key.name, true, false, |cur| {
@@ -461,7 +461,7 @@ impl Kubelet {
     /// pod's same IP and home volume; the container shows `restartCount` + 1 and the exit
     /// in `lastState.terminated`.
     fn restart(&self, ctx: &Ctx, key: &ObjKey, pod: &Value, uid: &str, node: &str) -> Next {
-        let prev = pod.pointer("/status/containerStatuses/0");
+        let prev = pod.lookup("/status/containerStatuses/0");
         let restarts = prev
             .and_then(|p| p.get("restartCount"))
             .and_then(Value::as_u64)
@@ -487,7 +487,7 @@ impl Kubelet {
                     .modify(key.kind, key.ns(), &key.name, true, false, |cur| {
                         let mut c = cur.clone();
                         let cs = &mut c["status"]["containerStatuses"][0];
-                        if let Some(t) = cs.pointer("/state/terminated").cloned() {
+                        if let Some(t) = cs.lookup("/state/terminated").cloned() {
                             cs["lastState"] = json!({"terminated": t});
                         }
                         cs["state"] = json!({"waiting": {
@@ -535,7 +535,7 @@ impl Kubelet {
                 let mut c = cur.clone();
                 let cs = &mut c["status"]["containerStatuses"][0];
                 let last = cs
-                    .pointer("/state/terminated")
+                    .lookup("/state/terminated")
                     .cloned()
                     .map(|t| json!({"terminated": t}))
                     .or_else(|| cs.get("lastState").cloned())
@@ -577,7 +577,7 @@ impl Kubelet {
 /// Whether a Running pod's container is down: terminated (its process exited) or waiting
 /// to be started again.
 fn container_down(pod: &Value) -> bool {
-    pod.pointer("/status/containerStatuses/0/state")
+    pod.lookup("/status/containerStatuses/0/state")
         .is_some_and(|s| s.get("terminated").is_some() || s.get("waiting").is_some())
 }
 
@@ -625,7 +625,7 @@ fn show_exit(ctx: &Ctx, uid: &str, status: std::process::ExitStatus) {
             let mut c = cur.clone();
             let cs = &mut c["status"]["containerStatuses"][0];
             let started_at = cs
-                .pointer("/state/running/startedAt")
+                .lookup("/state/running/startedAt")
                 .cloned()
                 .unwrap_or(json!(null));
             cs["ready"] = json!(false);
@@ -697,9 +697,10 @@ fn start_failure_message(error: &str) -> String {
 
 use crate::platform::names;
 pub use crate::platform::names::WORKSPACE_LABEL;
+use crate::sim::json::Lookup as _;
 
 fn is_workspace_pod(pod: &Value) -> bool {
-    pod.pointer("/metadata/labels")
+    pod.lookup("/metadata/labels")
         .and_then(|l| l.get(WORKSPACE_LABEL))
         .is_some()
 }
@@ -735,7 +736,7 @@ impl Kubelet {
             return Ok(Some((ctx.pods.start_none(uid), None)));
         }
         let sampled = agent::workspace_of(ctx, pod).is_some_and(|w| {
-            w.pointer("/metadata/annotations")
+            w.lookup("/metadata/annotations")
                 .and_then(|a| a.get(crate::sim::pods::RUNTIME_ANNOTATION))
                 .and_then(Value::as_str)
                 == Some("jupyter")
@@ -776,11 +777,11 @@ impl Kubelet {
             "kubelet",
         );
         let name = pod
-            .pointer("/spec/containers/0/name")
+            .lookup("/spec/containers/0/name")
             .cloned()
             .unwrap_or(json!("main"));
         let image = pod
-            .pointer("/spec/containers/0/image")
+            .lookup("/spec/containers/0/image")
             .cloned()
             .unwrap_or(json!(""));
         let now = now_rfc3339();
@@ -830,7 +831,7 @@ impl Kubelet {
             .store
             .modify(key.kind, key.ns(), &key.name, true, false, |cur| {
                 let mut c = cur.clone();
-                let prev = cur.pointer("/status/containerStatuses/0");
+                let prev = cur.lookup("/status/containerStatuses/0");
                 let restarts = prev
                     .and_then(|p| p.get("restartCount"))
                     .cloned()
@@ -861,7 +862,7 @@ impl Kubelet {
 }
 
 fn env_value<'a>(pod: &'a Value, name: &str) -> Option<&'a Value> {
-    pod.pointer("/spec/containers/0/env")
+    pod.lookup("/spec/containers/0/env")
         .and_then(Value::as_array)?
         .iter()
         .find(|e| str_at(e, "/name") == Some(name))
@@ -880,7 +881,7 @@ fn secret_in(
 ) -> Option<String> {
     use base64::Engine;
     let secret = store.find(kind("Secret"), Some(namespace), name)?;
-    let encoded = secret.pointer("/data")?.get(key)?.as_str()?;
+    let encoded = secret.lookup("/data")?.get(key)?.as_str()?;
     let raw = base64::engine::general_purpose::STANDARD
         .decode(encoded)
         .ok()?;
@@ -892,7 +893,7 @@ fn secret_in(
 /// The PVC a pod's home volume comes from: the volume `home-volume`, else its first PVC
 /// volume (`no-home` when it has none).
 pub(crate) fn home_claim(pod: &Value) -> &str {
-    let volumes = pod.pointer("/spec/volumes").and_then(Value::as_array);
+    let volumes = pod.lookup("/spec/volumes").and_then(Value::as_array);
     volumes
         .into_iter()
         .flatten()
@@ -917,7 +918,7 @@ pub(crate) fn container_env(
     pod: &Value,
 ) -> Vec<(String, String)> {
     let ns = str_at(pod, "/metadata/namespace").unwrap_or("default");
-    pod.pointer("/spec/containers/0/env")
+    pod.lookup("/spec/containers/0/env")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -925,10 +926,10 @@ pub(crate) fn container_env(
             let name = str_at(e, "/name")?.to_string();
             let value = match str_at(e, "/value") {
                 Some(v) => v.to_string(),
-                None => match e.pointer("/valueFrom/fieldRef") {
+                None => match e.lookup("/valueFrom/fieldRef") {
                     Some(f) => field_ref(pod, str_at(f, "/fieldPath")?)?,
                     None => {
-                        let r = e.pointer("/valueFrom/secretKeyRef")?;
+                        let r = e.lookup("/valueFrom/secretKeyRef")?;
                         secret_in(store, ns, str_at(r, "/name")?, str_at(r, "/key")?)?
                     }
                 },
@@ -956,7 +957,7 @@ fn field_ref(pod: &Value, path: &str) -> Option<String> {
         ("metadata.annotations", "/metadata/annotations"),
     ] {
         if let Some(key) = keyed(prefix) {
-            let value = pod.pointer(map).and_then(|m| m.get(&key));
+            let value = pod.lookup(map).and_then(|m| m.get(&key));
             return Some(value.and_then(Value::as_str).unwrap_or("").to_string());
         }
     }
@@ -990,7 +991,7 @@ fn jupyter_spec(ctx: &Ctx, pod: &Value) -> JupyterSpec {
     let ns = str_at(pod, "/metadata/namespace").unwrap_or("default");
     let claim = home_claim(pod);
     let ws = pod
-        .pointer("/metadata/labels")
+        .lookup("/metadata/labels")
         .and_then(|l| l.get(WORKSPACE_LABEL))
         .and_then(Value::as_str)
         .unwrap_or("");
@@ -1001,12 +1002,12 @@ fn jupyter_spec(ctx: &Ctx, pod: &Value) -> JupyterSpec {
     let token = env_value(pod, "JUPYTER_TOKEN").and_then(|e| match str_at(e, "/value") {
         Some(v) => Some(v.to_string()),
         None => {
-            let r = e.pointer("/valueFrom/secretKeyRef")?;
+            let r = e.lookup("/valueFrom/secretKeyRef")?;
             secret_value(ctx, ns, str_at(r, "/name")?, str_at(r, "/key")?)
         }
     });
     let port = pod
-        .pointer("/spec/containers/0/ports/0/containerPort")
+        .lookup("/spec/containers/0/ports/0/containerPort")
         .and_then(Value::as_u64)
         .and_then(|p| u16::try_from(p).ok())
         .unwrap_or(8888);
@@ -1033,10 +1034,10 @@ const MOUNT_RETRY: Duration = Duration::from_secs(1);
 /// its reconciler creates: in a namespace it has not reconciled yet, pods wait for it).
 fn missing_config_map(ctx: &Ctx, pod: &Value) -> Option<(String, String)> {
     let ns = str_at(pod, "/metadata/namespace").unwrap_or("default");
-    pod.pointer("/spec/volumes")
+    pod.lookup("/spec/volumes")
         .and_then(Value::as_array)?
         .iter()
-        .filter(|v| v.pointer("/configMap/optional").and_then(Value::as_bool) != Some(true))
+        .filter(|v| v.lookup("/configMap/optional").and_then(Value::as_bool) != Some(true))
         .filter_map(|v| Some((str_at(v, "/name")?, str_at(v, "/configMap/name")?)))
         .find(|(_, map)| ctx.store.find(kind("ConfigMap"), Some(ns), map).is_none())
         .map(|(volume, map)| (volume.to_string(), map.to_string()))
@@ -1047,9 +1048,9 @@ fn missing_config_map(ctx: &Ctx, pod: &Value) -> Option<(String, String)> {
 /// (every one exists: [`missing_config_map`] holds the pod until it does).
 fn etc_jupyter_mounts(ctx: &Ctx, pod: &Value) -> Vec<(String, String)> {
     let ns = str_at(pod, "/metadata/namespace").unwrap_or("default");
-    let volumes = pod.pointer("/spec/volumes").and_then(Value::as_array);
+    let volumes = pod.lookup("/spec/volumes").and_then(Value::as_array);
     let mounts = pod
-        .pointer("/spec/containers/0/volumeMounts")
+        .lookup("/spec/containers/0/volumeMounts")
         .and_then(Value::as_array);
     let mut files = Vec::new();
     for m in mounts.into_iter().flatten() {
@@ -1104,7 +1105,7 @@ fn leak_gpus(ctx: &Ctx, node: &str, gpus: i64) {
         .modify(kind("Node"), None, node, false, false, |cur| {
             let mut c = cur.clone();
             let before = c
-                .pointer("/metadata/annotations")
+                .lookup("/metadata/annotations")
                 .and_then(|a| a.get(LEAKED_GPUS))
                 .and_then(Value::as_str)
                 .and_then(|s| s.parse::<i64>().ok())

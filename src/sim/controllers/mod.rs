@@ -25,6 +25,7 @@ use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::time::Instant;
 
 use super::bucket::Bucket;
+use super::json::Lookup as _;
 use super::kinds::{self, KindInfo};
 use super::pods::PodProcesses;
 use super::profile::SimProfile;
@@ -89,12 +90,12 @@ impl ObjKey {
         Self {
             kind,
             namespace: obj
-                .pointer("/metadata/namespace")
+                .lookup("/metadata/namespace")
                 .and_then(Value::as_str)
                 .unwrap_or("")
                 .to_string(),
             name: obj
-                .pointer("/metadata/name")
+                .lookup("/metadata/name")
                 .and_then(Value::as_str)
                 .unwrap_or("")
                 .to_string(),
@@ -277,6 +278,7 @@ pub fn start_all(ctx: &Ctx) -> Vec<tokio::task::JoinHandle<()>> {
         spawn(ctx.clone(), addon::SnapshotAddon::default()),
         spawn(ctx.clone(), quota::QuotaController),
         spawn(ctx.clone(), workspace::WorkspaceController::new(ctx)),
+        spawn(ctx.clone(), workspace::WorkspaceKindController),
     ]
 }
 

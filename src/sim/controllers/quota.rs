@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 use super::scheduler::gpu_request;
 use super::{Ctx, Next, ObjKey, Reconciler, kind};
 use crate::sim::error::ApiError;
+use crate::sim::json::Lookup as _;
 use crate::sim::kinds::KindInfo;
 use crate::sim::store::{Event, Lister};
 
@@ -21,9 +22,9 @@ fn quantity(v: &Value) -> i64 {
 
 /// Whether a pod still counts against quota.
 fn counts(pod: &Value) -> bool {
-    pod.pointer("/metadata/deletionTimestamp").is_none()
+    pod.lookup("/metadata/deletionTimestamp").is_none()
         && !matches!(
-            pod.pointer("/status/phase").and_then(Value::as_str),
+            pod.lookup("/status/phase").and_then(Value::as_str),
             Some("Succeeded" | "Failed")
         )
 }
@@ -44,9 +45,9 @@ pub fn admit(kind_info: &KindInfo, obj: &Value, list: Lister<'_>) -> Result<(), 
     if kind_info.kind != "Pod" {
         return Ok(());
     }
-    let ns = obj.pointer("/metadata/namespace").and_then(Value::as_str);
+    let ns = obj.lookup("/metadata/namespace").and_then(Value::as_str);
     let name = obj
-        .pointer("/metadata/name")
+        .lookup("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or("");
     let quotas = list(kind("ResourceQuota"), ns);
@@ -60,7 +61,7 @@ pub fn admit(kind_info: &KindInfo, obj: &Value, list: Lister<'_>) -> Result<(), 
         (GPU_QUOTA, gpu_request(obj)),
     ];
     for q in quotas {
-        let Some(hard) = q.pointer("/spec/hard").and_then(Value::as_object) else {
+        let Some(hard) = q.lookup("/spec/hard").and_then(Value::as_object) else {
             continue;
         };
         for (res, want) in requested {
@@ -70,7 +71,7 @@ pub fn admit(kind_info: &KindInfo, obj: &Value, list: Lister<'_>) -> Result<(), 
             let have = used.get(res).map(quantity).unwrap_or(0);
             if want > 0 && have + want > limit {
                 let qname = q
-                    .pointer("/metadata/name")
+                    .lookup("/metadata/name")
                     .and_then(Value::as_str)
                     .unwrap_or("");
                 return Err(ApiError::forbidden(format!(
@@ -122,11 +123,11 @@ impl Reconciler for QuotaController {
         let used = usage(&ctx.store.all(kind("Pod"), key.ns()));
         for q in quotas {
             let name = q
-                .pointer("/metadata/name")
+                .lookup("/metadata/name")
                 .and_then(Value::as_str)
                 .unwrap_or("")
                 .to_string();
-            let hard = q.pointer("/spec/hard").cloned().unwrap_or(json!({}));
+            let hard = q.lookup("/spec/hard").cloned().unwrap_or(json!({}));
             let used_here: Map<String, Value> = hard
                 .as_object()
                 .into_iter()

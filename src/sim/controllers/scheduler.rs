@@ -9,6 +9,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::{Ctx, Next, ObjKey, Reconciler, events, kind};
+use crate::sim::json::Lookup as _;
 use crate::sim::json::str_at;
 use crate::sim::store::Event;
 use crate::sim::store::meta::now_rfc3339;
@@ -30,15 +31,15 @@ fn all_pending() -> ObjKey {
 
 /// The GPUs a pod asks for (limits, else requests, over its containers).
 pub fn gpu_request(pod: &Value) -> i64 {
-    pod.pointer("/spec/containers")
+    pod.lookup("/spec/containers")
         .and_then(Value::as_array)
         .map(|cs| {
             cs.iter()
                 .map(|c| {
                     let r = c.get("resources");
                     let q = r
-                        .and_then(|r| r.pointer("/limits/nvidia.com~1gpu"))
-                        .or_else(|| r.and_then(|r| r.pointer("/requests/nvidia.com~1gpu")));
+                        .and_then(|r| r.lookup("/limits/nvidia.com~1gpu"))
+                        .or_else(|| r.and_then(|r| r.lookup("/requests/nvidia.com~1gpu")));
                     q.and_then(|q| {
                         q.as_i64()
                             .or_else(|| q.as_str().and_then(|s| s.parse().ok()))
@@ -64,7 +65,7 @@ fn node_gpus_in_use(ctx: &Ctx, node: &Value) -> i64 {
             .sum()
     };
     let leaked = node
-        .pointer("/metadata/annotations")
+        .lookup("/metadata/annotations")
         .and_then(|a| a.get(LEAKED_GPUS))
         .and_then(Value::as_str)
         .and_then(|s| s.parse::<i64>().ok())
@@ -88,7 +89,7 @@ pub fn gpus_in_use(ctx: &Ctx, nodes: &[Arc<Value>]) -> BTreeMap<String, i64> {
 }
 
 pub fn allocatable_gpus(node: &Value) -> i64 {
-    node.pointer("/status/allocatable/nvidia.com~1gpu")
+    node.lookup("/status/allocatable/nvidia.com~1gpu")
         .and_then(|q| {
             q.as_i64()
                 .or_else(|| q.as_str().and_then(|s| s.parse().ok()))
@@ -97,10 +98,10 @@ pub fn allocatable_gpus(node: &Value) -> i64 {
 }
 
 fn selector_matches(pod: &Value, node: &Value) -> bool {
-    let Some(sel) = pod.pointer("/spec/nodeSelector").and_then(Value::as_object) else {
+    let Some(sel) = pod.lookup("/spec/nodeSelector").and_then(Value::as_object) else {
         return true;
     };
-    let labels = node.pointer("/metadata/labels");
+    let labels = node.lookup("/metadata/labels");
     sel.iter()
         .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
 }
@@ -108,8 +109,8 @@ fn selector_matches(pod: &Value, node: &Value) -> bool {
 /// The first NoSchedule/NoExecute taint of `node` that `pod` does not tolerate, as the
 /// scheduler names it (`{key: value}`); `None` when the pod tolerates them all.
 fn untolerated(pod: &Value, node: &Value) -> Option<String> {
-    let tolerations = pod.pointer("/spec/tolerations").and_then(Value::as_array);
-    node.pointer("/spec/taints")
+    let tolerations = pod.lookup("/spec/tolerations").and_then(Value::as_array);
+    node.lookup("/spec/taints")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -226,8 +227,8 @@ impl Cluster {
     fn place(&mut self, pod: &Value, want: i64) -> Result<String, String> {
         let signature = serde_json::json!([
             want,
-            pod.pointer("/spec/nodeSelector"),
-            pod.pointer("/spec/tolerations")
+            pod.lookup("/spec/nodeSelector"),
+            pod.lookup("/spec/tolerations")
         ])
         .to_string();
         if let Some(message) = self.unschedulable.get(&signature) {
@@ -277,7 +278,7 @@ fn schedule_one(ctx: &Ctx, key: &ObjKey, cluster: &mut Cluster) {
         return;
     };
     if str_at(&pod, "/spec/nodeName").is_some_and(|n| !n.is_empty())
-        || pod.pointer("/metadata/deletionTimestamp").is_some()
+        || pod.lookup("/metadata/deletionTimestamp").is_some()
     {
         return;
     }
@@ -308,7 +309,7 @@ fn schedule_one(ctx: &Ctx, key: &ObjKey, cluster: &mut Cluster) {
                 .modify(key.kind, key.ns(), &key.name, true, false, |cur| {
                     let mut c = cur.clone();
                     set_condition(&mut c, "PodScheduled", "True", None, None, &now);
-                    if c.pointer("/status/phase").is_none() {
+                    if c.lookup("/status/phase").is_none() {
                         c["status"]["phase"] = json!("Pending");
                     }
                     Ok(c)
@@ -332,7 +333,7 @@ fn schedule_one(ctx: &Ctx, key: &ObjKey, cluster: &mut Cluster) {
         }
         Err(message) => {
             let already = pod
-                .pointer("/status/conditions")
+                .lookup("/status/conditions")
                 .and_then(Value::as_array)
                 .is_some_and(|cs| {
                     cs.iter().any(|c| {

@@ -7,13 +7,14 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::{Ctx, Next, ObjKey, Reconciler, events, kind};
+use crate::sim::json::Lookup as _;
 use crate::sim::json::text_at;
 use crate::sim::store::{DeleteOptions, Event};
 
 pub struct StatefulSetController;
 
 fn owner_sts(pod: &Value) -> Option<String> {
-    pod.pointer("/metadata/ownerReferences")
+    pod.lookup("/metadata/ownerReferences")
         .and_then(Value::as_array)?
         .iter()
         .find(|r| r.get("kind").and_then(Value::as_str) == Some("StatefulSet"))
@@ -22,7 +23,7 @@ fn owner_sts(pod: &Value) -> Option<String> {
 }
 
 fn is_ready(pod: &Value) -> bool {
-    pod.pointer("/status/conditions")
+    pod.lookup("/status/conditions")
         .and_then(Value::as_array)
         .is_some_and(|cs| {
             cs.iter().any(|c| {
@@ -60,12 +61,12 @@ impl Reconciler for StatefulSetController {
         let Some(sts) = ctx.store.find(key.kind, key.ns(), &key.name) else {
             return Next::Done;
         };
-        if sts.pointer("/metadata/deletionTimestamp").is_some() {
+        if sts.lookup("/metadata/deletionTimestamp").is_some() {
             return Next::Done;
         }
         let pods = kind("Pod");
         let replicas = sts
-            .pointer("/spec/replicas")
+            .lookup("/spec/replicas")
             .and_then(Value::as_i64)
             .unwrap_or(1)
             .max(0) as usize;
@@ -93,21 +94,21 @@ impl Reconciler for StatefulSetController {
             let name = pod_name(i);
             match owned
                 .iter()
-                .find(|p| p.pointer("/metadata/name").and_then(Value::as_str) == Some(&name))
+                .find(|p| p.lookup("/metadata/name").and_then(Value::as_str) == Some(&name))
             {
                 Some(p) if is_ready(p) => continue,
                 Some(_) => break,
                 None => {
                     let mut pod = json!({
-                        "metadata": sts.pointer("/spec/template/metadata").cloned().unwrap_or(json!({})),
-                        "spec": sts.pointer("/spec/template/spec").cloned().unwrap_or(json!({})),
+                        "metadata": sts.lookup("/spec/template/metadata").cloned().unwrap_or(json!({})),
+                        "spec": sts.lookup("/spec/template/spec").cloned().unwrap_or(json!({})),
                     });
                     let m = &mut pod["metadata"];
                     m["name"] = json!(name);
                     m["labels"]["statefulset.kubernetes.io/pod-name"] = json!(name);
                     m["ownerReferences"] = json!([{
                         "apiVersion": "apps/v1", "kind": "StatefulSet", "name": key.name,
-                        "uid": sts.pointer("/metadata/uid"), "controller": true, "blockOwnerDeletion": true
+                        "uid": sts.lookup("/metadata/uid"), "controller": true, "blockOwnerDeletion": true
                     }]);
                     if let Err(e) = ctx.store.create(pods, key.ns(), pod, false) {
                         events::record(
@@ -134,7 +135,7 @@ impl Reconciler for StatefulSetController {
             "readyReplicas": ready,
             "availableReplicas": ready,
             "currentReplicas": mine.len(),
-            "observedGeneration": sts.pointer("/metadata/generation"),
+            "observedGeneration": sts.lookup("/metadata/generation"),
         });
         let _ = ctx
             .store

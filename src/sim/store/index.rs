@@ -20,6 +20,7 @@ use std::collections::{BTreeSet, HashMap};
 use serde_json::Value;
 
 use super::Key;
+use crate::sim::json::Lookup as _;
 
 /// The fields indexed per kind, as `(kind, JSON pointer)`.
 pub const FIELDS: &[(&str, &str)] = &[
@@ -79,16 +80,16 @@ struct Entries<'a> {
 }
 
 fn entries<'a>(kind: &'static str, obj: &'a Value) -> Entries<'a> {
-    let text = |p: &str| obj.pointer(p).and_then(Value::as_str);
+    let text = |p: &str| obj.lookup(p).and_then(Value::as_str);
     let owners = obj
-        .pointer("/metadata/ownerReferences")
+        .lookup("/metadata/ownerReferences")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
         .filter_map(|r| r.get("uid").and_then(Value::as_str))
         .collect();
     let labels = obj
-        .pointer("/metadata/labels")
+        .lookup("/metadata/labels")
         .and_then(Value::as_object)
         .into_iter()
         .flatten()
@@ -104,7 +105,7 @@ fn entries<'a>(kind: &'static str, obj: &'a Value) -> Entries<'a> {
         .filter(|(k, _)| *k == kind)
         .flat_map(|(_, p)| {
             let pairs: Vec<String> = obj
-                .pointer(&format!("{p}/matchLabels"))
+                .lookup(&format!("{p}/matchLabels"))
                 .and_then(Value::as_object)
                 .into_iter()
                 .flatten()

@@ -5,6 +5,7 @@ use rand::RngExt;
 use serde_json::{Map, Value};
 
 use crate::sim::error::ApiError;
+use crate::sim::json::Lookup as _;
 use crate::sim::kinds::KindInfo;
 
 /// RFC 3339 time in whole seconds, as Kubernetes writes `metav1.Time`.
@@ -185,7 +186,7 @@ fn service_defaults(obj: &mut Value, serial: u64) -> Result<(), (&'static str, S
     if spec["sessionAffinity"] == json!("ClientIP")
         && absent(
             spec.get("sessionAffinityConfig")
-                .and_then(|c| c.pointer("/clientIP/timeoutSeconds")),
+                .and_then(|c| c.lookup("/clientIP/timeoutSeconds")),
         )
     {
         spec.insert(
@@ -269,10 +270,10 @@ fn non_empty_object(v: Option<&Value>) -> bool {
 }
 
 fn qos_class(pod: &Value) -> &'static str {
-    let containers = pod.pointer("/spec/containers").and_then(Value::as_array);
+    let containers = pod.lookup("/spec/containers").and_then(Value::as_array);
     let has = |field: &str| {
         containers.into_iter().flatten().any(|c| {
-            c.pointer(&format!("/resources/{field}"))
+            c.lookup(&format!("/resources/{field}"))
                 .and_then(Value::as_object)
                 .is_some_and(|m| !m.is_empty())
         })

@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
 use crate::sim::error::ApiError;
+use crate::sim::json::Lookup as _;
 use crate::sim::kinds::{self, KindInfo};
 use crate::sim::selector::{FieldSelector, LabelSelector};
 use meta::{check_name, finalizers, meta_mut, meta_str, now_rfc3339};
@@ -348,7 +349,7 @@ impl Store {
             return Vec::new();
         };
         let selected =
-            |o: &&Arc<Value>| labels.matches(o.pointer("/metadata/labels")) && fields.matches(o);
+            |o: &&Arc<Value>| labels.matches(o.lookup("/metadata/labels")) && fields.matches(o);
         match (ns, fields.pinned_name()) {
             (Some(ns), Some(name)) if kind.namespaced => map
                 .get(&(ns.to_string(), name.to_string()))
@@ -440,7 +441,7 @@ impl Store {
         }
         obj["apiVersion"] = json!(kind.api_version());
         obj["kind"] = json!(kind.kind);
-        if kind.kind == "Namespace" && obj.pointer("/status/phase").is_none() {
+        if kind.kind == "Namespace" && obj.lookup("/status/phase").is_none() {
             obj["status"] = json!({"phase": "Active"});
         }
         meta::apply_create_defaults(kind, &name, &mut obj, inner.rv + 1)?;
@@ -504,7 +505,7 @@ impl Store {
     /// as present: the collector cannot tell, and keeps the dependent.
     fn owners_all_absent(inner: &Inner, ns: Option<&str>, obj: &Value) -> bool {
         let Some(refs) = obj
-            .pointer("/metadata/ownerReferences")
+            .lookup("/metadata/ownerReferences")
             .and_then(Value::as_array)
             .filter(|r| !r.is_empty())
         else {
@@ -632,7 +633,7 @@ impl Store {
         }
         if !status_write && meta::spec_part(&next) != meta::spec_part(&current) {
             let g = current
-                .pointer("/metadata/generation")
+                .lookup("/metadata/generation")
                 .and_then(Value::as_i64)
                 .unwrap_or(1);
             meta_mut(&mut next).insert("generation".into(), json!(g + 1));
@@ -716,7 +717,7 @@ impl Store {
                 .graceful_pods
                 .load(std::sync::atomic::Ordering::Relaxed)
             && current
-                .pointer("/spec/nodeName")
+                .lookup("/spec/nodeName")
                 .and_then(Value::as_str)
                 .is_some_and(|n| !n.is_empty())
             && opts.grace_period_seconds != Some(0);

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::sim::json::Lookup as _;
 use crate::sim::kinds::KindInfo;
 use crate::sim::selector::{FieldSelector, LabelSelector};
 
@@ -69,7 +70,7 @@ pub fn filter_event(
     {
         return None;
     }
-    let matches = |o: &Value| labels.matches(o.pointer("/metadata/labels")) && fields.matches(o);
+    let matches = |o: &Value| labels.matches(o.lookup("/metadata/labels")) && fields.matches(o);
     let now = matches(&event.object);
     match event.etype {
         EventType::Modified => {

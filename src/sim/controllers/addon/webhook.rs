@@ -31,7 +31,7 @@ use crate::sim::controllers::agent::PS_NAME;
 use crate::sim::controllers::kind;
 use crate::sim::controllers::kubelet::WORKSPACE_LABEL;
 use crate::sim::error::ApiError;
-use crate::sim::json::{annotation, is_deleting, label, name_of, str_at};
+use crate::sim::json::{Lookup as _, annotation, is_deleting, label, name_of, str_at};
 use crate::sim::kinds::KindInfo;
 use crate::sim::seed::SNAPSHOT_ENABLED;
 use crate::sim::store::Lister;
@@ -78,13 +78,13 @@ c.KernelManager.transport = 'ipc'
 
 /// Whether a pod asks for TPUs (gVisor cannot host them: never snapshotted).
 pub fn requests_tpu(pod: &Value) -> bool {
-    pod.pointer("/spec/containers")
+    pod.lookup("/spec/containers")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
         .any(|c| {
             ["limits", "requests"].iter().any(|k| {
-                c.pointer(&format!("/resources/{k}/google.com~1tpu"))
+                c.lookup(&format!("/resources/{k}/google.com~1tpu"))
                     .is_some()
             })
         })
@@ -109,12 +109,12 @@ pub fn hold_pause(ws: &mut Value, now: &str) {
 pub fn inject_pod(pod: &mut Value, last_checkpoint: Option<&str>) {
     pod["spec"]["runtimeClassName"] = json!(GVISOR);
     let has = |pod: &Value, list: &str, check: &dyn Fn(&Value) -> bool| {
-        pod.pointer(list)
+        pod.lookup(list)
             .and_then(Value::as_array)
             .is_some_and(|items| items.iter().any(check))
     };
     let push = |pod: &mut Value, list: &str, item: Value| {
-        if !pod.pointer(list).is_some_and(Value::is_array) {
+        if !pod.lookup(list).is_some_and(Value::is_array) {
             let (parent, field) = list.rsplit_once('/').unwrap_or(("", list));
             if let Some(p) = pod.pointer_mut(parent) {
                 p[field] = json!([]);
@@ -143,7 +143,7 @@ pub fn inject_pod(pod: &mut Value, last_checkpoint: Option<&str>) {
         );
     }
     if pod
-        .pointer("/spec/containers/0")
+        .lookup("/spec/containers/0")
         .is_some_and(Value::is_object)
         && !has(pod, "/spec/containers/0/volumeMounts", &|m| {
             str_at(m, "/name") == Some(IPC_CONFIG_MAP)
@@ -233,8 +233,8 @@ pub fn note_held(
 }
 
 fn on_workspace_update(old: &Value, new: &mut Value, list: Lister<'_>) {
-    let was = old.pointer("/spec/paused") == Some(&json!(true));
-    let now = new.pointer("/spec/paused") == Some(&json!(true));
+    let was = old.lookup("/spec/paused") == Some(&json!(true));
+    let now = new.lookup("/spec/paused") == Some(&json!(true));
     if was == now || !enabled_with(new, list) {
         return;
     }

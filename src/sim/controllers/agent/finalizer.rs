@@ -7,7 +7,7 @@ use super::{Agent, FINALIZER, fault_on, storage_of};
 use crate::sim::bucket::SnapshotLocation;
 use crate::sim::controllers::{Ctx, ObjKey, events, kind};
 use crate::sim::faults::Fault;
-use crate::sim::json::{str_at, uid_of};
+use crate::sim::json::{Lookup as _, str_at, uid_of};
 use crate::sim::store::DeleteOptions;
 use crate::sim::truth::Transition;
 
@@ -16,7 +16,7 @@ impl Agent {
     /// `snapshot-stuck-deleting` (the service agent lacks storage permission) it never does.
     pub(super) fn finalize(&self, ctx: &Ctx, key: &ObjKey, snap: &Value) {
         let has_finalizer = snap
-            .pointer("/metadata/finalizers")
+            .lookup("/metadata/finalizers")
             .and_then(Value::as_array)
             .is_some_and(|f| f.iter().any(|x| x.as_str() == Some(FINALIZER)));
         if !has_finalizer {

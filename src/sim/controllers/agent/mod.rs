@@ -37,8 +37,8 @@ use crate::platform::names::WORKSPACE_LABEL;
 use crate::sim::bucket::SnapshotLocation;
 use crate::sim::faults::{self, Fault};
 use crate::sim::json::{
-    annotation, condition_status, is_deleting, label, name_of, now_rfc3339_ms, set_cr_condition,
-    str_at, uid_of,
+    Lookup as _, annotation, condition_status, is_deleting, label, name_of, now_rfc3339_ms,
+    set_cr_condition, str_at, uid_of,
 };
 use crate::sim::seed::DRIVER_ANNOTATION;
 use crate::sim::store::{Event, EventType};
@@ -253,7 +253,7 @@ impl Reconciler for Agent {
 /// The grouping-label values a snapshot carries (`snapshotGroupingRules.groupByLabelValue`).
 pub(crate) fn grouping_labels(policy: &Value) -> Vec<String> {
     policy
-        .pointer("/spec/snapshotGroupingRules/groupByLabelValue/labels")
+        .lookup("/spec/snapshotGroupingRules/groupByLabelValue/labels")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()

@@ -26,6 +26,7 @@ use super::{
 };
 use crate::sim::controllers::{Ctx, kind};
 use crate::sim::faults::Fault;
+use crate::sim::json::Lookup as _;
 use crate::sim::seed::DRIVER_ANNOTATION;
 
 /// A restore the kubelet carries out when it starts a pod.
@@ -158,13 +159,13 @@ fn incompatibility_with(
 /// The Ready snapshots a pod could restore from (policy and grouping match), newest first.
 pub fn candidates(ctx: &Ctx, pod: &Value) -> Vec<Arc<Value>> {
     let ns = str_at(pod, "/metadata/namespace");
-    let labels = pod.pointer("/metadata/labels");
+    let labels = pod.lookup("/metadata/labels");
     let policies: Vec<_> = ctx
         .store
         .selecting(kind("PodSnapshotPolicy"), ns, labels)
         .into_iter()
         .filter(|p| !is_deleting(p))
-        .filter(|p| selector_matches(p.pointer("/spec/selector").unwrap_or(&Value::Null), labels))
+        .filter(|p| selector_matches(p.lookup("/spec/selector").unwrap_or(&Value::Null), labels))
         .collect();
     if policies.is_empty() {
         return Vec::new();

@@ -19,6 +19,7 @@ use super::{
     is_deleting, label, name_of, set_cr_condition, storage_of_policy, str_at,
 };
 use crate::sim::controllers::{Ctx, Next, ObjKey, kind};
+use crate::sim::json::Lookup as _;
 
 /// Parses a retention duration: one or more `<number><unit>` with units `d`, `h`, `m`,
 /// `s` (and `ms`), e.g. `7d`, `30m`, `1h30m`, `2s`.
@@ -88,7 +89,7 @@ pub fn reconcile_policy(ctx: &Ctx, key: &ObjKey) -> Next {
     let mut next: Option<Duration> = None;
     let mut doomed: Vec<String> = Vec::new();
     let timeout = policy
-        .pointer("/spec/retentionConfig/lastAccessTimeout")
+        .lookup("/spec/retentionConfig/lastAccessTimeout")
         .and_then(Value::as_str)
         .and_then(parse_duration);
     if let Some(timeout) = timeout {
@@ -105,7 +106,7 @@ pub fn reconcile_policy(ctx: &Ctx, key: &ObjKey) -> Next {
         }
     }
     let max = policy
-        .pointer("/spec/snapshotGroupingRules/groupByLabelValue/groupRetentionPolicy/maxSnapshotCountPerGroup")
+        .lookup("/spec/snapshotGroupingRules/groupByLabelValue/groupRetentionPolicy/maxSnapshotCountPerGroup")
         .and_then(Value::as_u64);
     if let Some(max) = max {
         let keys = grouping_labels(&policy);
@@ -144,10 +145,10 @@ fn check_storage(ctx: &Ctx, key: &ObjKey, policy: &Value) {
     // validates storage access when a policy is created or changed (and retries a failed
     // check), not on every snapshot change. Writing the probe object each time stalled the
     // agent on the filesystem under load.
-    let generation = policy.pointer("/metadata/generation");
+    let generation = policy.lookup("/metadata/generation");
     if condition_status(policy, "Ready") == Some("True")
         && generation.is_some()
-        && policy.pointer("/status/observedGeneration") == generation
+        && policy.lookup("/status/observedGeneration") == generation
     {
         return;
     }
@@ -175,7 +176,7 @@ fn check_storage(ctx: &Ctx, key: &ObjKey, policy: &Value) {
             let mut c = cur.clone();
             set_cr_condition(&mut c, "Ready", status, reason, &message);
             c["status"]["observedGeneration"] = cur
-                .pointer("/metadata/generation")
+                .lookup("/metadata/generation")
                 .cloned()
                 .unwrap_or(serde_json::json!(1));
             Ok(c)

@@ -7,7 +7,7 @@ use super::trigger::set_triggered;
 use super::{Agent, InFlight, LAST_ACCESS, Outcome};
 use crate::sim::controllers::scheduler::set_condition;
 use crate::sim::controllers::{Ctx, Next, ObjKey, kind};
-use crate::sim::json::{is_deleting, now_rfc3339_ms, set_cr_condition, uid_of};
+use crate::sim::json::{Lookup as _, is_deleting, now_rfc3339_ms, set_cr_condition, uid_of};
 use crate::sim::store::meta::now_rfc3339;
 use crate::sim::truth::{Imposed, Transition};
 
@@ -171,7 +171,7 @@ fn complete_pod(ctx: &Ctx, ns: &str, name: &str, uid: &str) {
                 .and_then(Value::as_array_mut)
             {
                 for s in cs {
-                    let started = s.pointer("/state/running/startedAt").cloned();
+                    let started = s.lookup("/state/running/startedAt").cloned();
                     s["ready"] = json!(false);
                     s["started"] = json!(false);
                     s["state"] = json!({"terminated": {"exitCode": 0, "reason": "Completed",

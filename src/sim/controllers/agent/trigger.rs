@@ -18,8 +18,8 @@ use crate::sim::controllers::scheduler::gpu_request;
 use crate::sim::controllers::{Ctx, Next, ObjKey, kind};
 use crate::sim::faults::{FAULT_ANNOTATION, Fault};
 use crate::sim::json::{
-    annotation, condition_status, is_deleting, label, name_of, now_rfc3339_ms, set_cr_condition,
-    str_at, uid_of,
+    Lookup as _, annotation, condition_status, is_deleting, label, name_of, now_rfc3339_ms,
+    set_cr_condition, str_at, uid_of,
 };
 use crate::sim::seed::DRIVER_ANNOTATION;
 use crate::sim::truth::Transition;
@@ -53,7 +53,7 @@ pub(super) fn set_triggered(
             }
             set_cr_condition(&mut c, "Triggered", status, reason, message);
             c["status"]["observedGeneration"] = cur
-                .pointer("/metadata/generation")
+                .lookup("/metadata/generation")
                 .cloned()
                 .unwrap_or(json!(1));
             if let Some(s) = snapshot {
@@ -70,15 +70,15 @@ fn manual_policy_for(ctx: &Ctx, ns: &str, pod: &Value) -> Option<std::sync::Arc<
         .selecting(
             kind("PodSnapshotPolicy"),
             Some(ns),
-            pod.pointer("/metadata/labels"),
+            pod.lookup("/metadata/labels"),
         )
         .into_iter()
         .filter(|p| !is_deleting(p))
         .filter(|p| str_at(p, "/spec/triggerConfig/type") == Some("manual"))
         .find(|p| {
             selector_matches(
-                p.pointer("/spec/selector").unwrap_or(&Value::Null),
-                pod.pointer("/metadata/labels"),
+                p.lookup("/spec/selector").unwrap_or(&Value::Null),
+                pod.lookup("/metadata/labels"),
             )
         })
 }

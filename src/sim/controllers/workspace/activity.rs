@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::sim::json::Lookup as _;
 use crate::sim::json::now_epoch_ms;
 use crate::sim::selector::LabelSelector;
 
@@ -103,11 +104,11 @@ pub struct ProbeConfig {
 
 /// Reads `spec.podTemplate.activityProbe` (defaults 300 / 3600 s), scaling with `scale`.
 pub fn probe_config(kind: &Value, scale: impl Fn(i64) -> Duration) -> Option<ProbeConfig> {
-    let p = kind.pointer("/spec/podTemplate/activityProbe")?;
+    let p = kind.lookup("/spec/podTemplate/activityProbe")?;
     let secs = |field: &str, default: i64| p.get(field).and_then(Value::as_i64).unwrap_or(default);
     Some(ProbeConfig {
         jupyter_port: p
-            .pointer("/jupyter/portId")
+            .lookup("/jupyter/portId")
             .and_then(Value::as_str)
             .map(str::to_string),
         has_exec: p.get("podExec").is_some(),
@@ -166,7 +167,7 @@ pub fn pause_rule(
 ) -> Result<Option<PauseRule>, ActivityError> {
     for (index, rule) in rules.iter().enumerate() {
         let Some(pause) = rule
-            .pointer("/effect/pauseWorkspace")
+            .lookup("/effect/pauseWorkspace")
             .and_then(Value::as_bool)
         else {
             continue;
@@ -176,7 +177,7 @@ pub fn pause_rule(
             ("matchNamespace", namespace_labels),
             ("matchPodConfig", pod_config_labels),
         ] {
-            if let Some(sel) = rule.pointer(&format!("/match/{field}/selector")) {
+            if let Some(sel) = rule.lookup(&format!("/match/{field}/selector")) {
                 let sel =
                     selector(sel).map_err(|reason| ActivityError::Selector { index, reason })?;
                 matched &= sel.matches(Some(labels));
@@ -186,7 +187,7 @@ pub fn pause_rule(
             continue;
         }
         let secs = |f: &str| {
-            rule.pointer(&format!("/config/{f}"))
+            rule.lookup(&format!("/config/{f}"))
                 .and_then(Value::as_i64)
                 .unwrap_or(0)
         };

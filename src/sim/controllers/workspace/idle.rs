@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::template::{self, Selected};
 use super::{WorkspaceController, activity};
 use crate::sim::controllers::{Ctx, kind};
-use crate::sim::json::{now_epoch_ms, text_at};
+use crate::sim::json::{Lookup as _, now_epoch_ms, text_at};
 use crate::sim::kinds;
 
 impl WorkspaceController {
@@ -39,12 +39,12 @@ impl WorkspaceController {
         let namespace_labels = ctx
             .store
             .find(kind("Namespace"), None, ns)
-            .and_then(|n| n.pointer("/metadata/labels").cloned())
+            .and_then(|n| n.lookup("/metadata/labels").cloned())
             .unwrap_or(json!({}));
         let mut pod_config_labels = serde_json::Map::new();
         for l in pod_config
             .current
-            .pointer("/spawner/labels")
+            .lookup("/spawner/labels")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
@@ -52,7 +52,7 @@ impl WorkspaceController {
             pod_config_labels.insert(text_at(l, "/key").to_string(), json!(text_at(l, "/value")));
         }
         let rules = wsk
-            .pointer("/spec/activityRules")
+            .lookup("/spec/activityRules")
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
@@ -166,14 +166,14 @@ fn jupyter_token(ctx: &Ctx, ns: &str) -> Option<String> {
     let secret = ctx.store.find(secrets, Some(ns), template::TOKEN_SECRET)?;
     let key = template::TOKEN_KEY;
     if let Some(b64) = secret
-        .pointer(&format!("/data/{key}"))
+        .lookup(&format!("/data/{key}"))
         .and_then(Value::as_str)
     {
         let bytes = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
         return String::from_utf8(bytes).ok();
     }
     secret
-        .pointer(&format!("/stringData/{key}"))
+        .lookup(&format!("/stringData/{key}"))
         .and_then(Value::as_str)
         .map(str::to_string)
 }

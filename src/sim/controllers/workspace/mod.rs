@@ -17,6 +17,8 @@ pub mod state;
 pub mod template;
 mod workspacekind;
 
+pub use workspacekind::WorkspaceKindController;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -25,7 +27,7 @@ use serde_json::{Value, json};
 
 use super::{Ctx, Next, ObjKey, Reconciler, kind};
 use crate::sim::error::ApiError;
-use crate::sim::json::{now_epoch_ms, text_at};
+use crate::sim::json::{Lookup as _, now_epoch_ms, text_at};
 use crate::sim::store::{Event, EventType, Store};
 use crate::sim::truth::Transition;
 use owned::Owned;
@@ -81,7 +83,7 @@ fn kind_key(name: &str) -> ObjKey {
 /// The Workspace that controls `obj`, from its ownerReferences.
 fn controlling_workspace(obj: &Value) -> Option<ObjKey> {
     let owner = obj
-        .pointer("/metadata/ownerReferences")
+        .lookup("/metadata/ownerReferences")
         .and_then(Value::as_array)?
         .iter()
         .find(|r| {
@@ -97,7 +99,7 @@ fn controlling_workspace(obj: &Value) -> Option<ObjKey> {
 /// The Workspace a pod belongs to, from its workspace-name label.
 fn labelled_workspace(pod: &Value) -> Option<ObjKey> {
     let name = pod
-        .pointer("/metadata/labels")
+        .lookup("/metadata/labels")
         .and_then(|l| l.get(WORKSPACE_LABEL))
         .and_then(Value::as_str)?;
     Some(ws_key(text_at(pod, "/metadata/namespace"), name))
@@ -165,41 +167,25 @@ impl Reconciler for WorkspaceController {
     }
 
     fn primary(&self) -> &'static [&'static str] {
-        &["Workspace", "WorkspaceKind"]
+        &["Workspace"]
     }
 
     fn keys_for(&self, ev: &Event) -> Vec<ObjKey> {
         let obj = &ev.object;
         match ev.kind.kind {
-            "Workspace" => {
-                let mut keys = vec![ObjKey::of(ev.kind, obj)];
-                // The kind's counts change when a Workspace comes, goes or changes options.
-                let spec_changed = ev
-                    .previous
-                    .as_ref()
-                    .is_none_or(|p| p.get("spec") != obj.get("spec"));
-                if ev.etype != EventType::Modified || spec_changed {
-                    keys.push(kind_key(text_at(obj, "/spec/kind")));
-                    if let Some(p) = &ev.previous
-                        && text_at(p, "/spec/kind") != text_at(obj, "/spec/kind")
-                    {
-                        keys.push(kind_key(text_at(p, "/spec/kind")));
-                    }
-                }
-                keys
-            }
+            "Workspace" => vec![ObjKey::of(ev.kind, obj)],
             "WorkspaceKind" => {
-                let mut keys = vec![ObjKey::of(ev.kind, obj)];
                 // Upstream requeues the kind's Workspaces on generation changes only.
-                let generation = |o: &Value| o.pointer("/metadata/generation").cloned();
+                let generation = |o: &Value| o.lookup("/metadata/generation").cloned();
                 let changed = ev
                     .previous
                     .as_ref()
                     .is_none_or(|p| generation(p) != generation(obj));
                 if ev.etype != EventType::Modified || changed {
-                    keys.extend(self.workspaces_of_kind(text_at(obj, "/metadata/name")));
+                    self.workspaces_of_kind(text_at(obj, "/metadata/name"))
+                } else {
+                    Vec::new()
                 }
-                keys
             }
             "Pod" => labelled_workspace(obj).into_iter().collect(),
             "StatefulSet" | "Service" | "ServiceAccount" => {
@@ -213,11 +199,7 @@ impl Reconciler for WorkspaceController {
     }
 
     async fn reconcile(&self, ctx: &Ctx, key: &ObjKey) -> Next {
-        match key.kind.kind {
-            "Workspace" => self.reconcile_workspace(ctx, key).await,
-            "WorkspaceKind" => self.reconcile_kind(ctx, &key.name),
-            _ => Next::Done,
-        }
+        self.reconcile_workspace(ctx, key).await
     }
 }
 
@@ -227,7 +209,7 @@ impl WorkspaceController {
             self.forget(key);
             return Next::Done;
         };
-        if ws.pointer("/metadata/deletionTimestamp").is_some() {
+        if ws.lookup("/metadata/deletionTimestamp").is_some() {
             self.forget(key);
             return Next::Done;
         }
@@ -307,7 +289,7 @@ impl WorkspaceController {
         let pod_name = format!("{}-0", text_at(&sts, "/metadata/name"));
         let pod = ctx.store.find(kind("Pod"), key.ns(), &pod_name);
         let paused = ws
-            .pointer("/spec/paused")
+            .lookup("/spec/paused")
             .and_then(Value::as_bool)
             .unwrap_or(false);
         let now = now_epoch_ms();
@@ -396,7 +378,7 @@ impl WorkspaceController {
         let kind_uid = text_at(inputs.kind, "/metadata/uid");
         let kind_generation = inputs
             .kind
-            .pointer("/metadata/generation")
+            .lookup("/metadata/generation")
             .and_then(Value::as_i64)
             .unwrap_or(0);
         let cached = self.lock_rendered().get(&key).cloned();

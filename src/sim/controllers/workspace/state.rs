@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::template::CONTAINER;
 use crate::platform::crd::WorkspaceState;
+use crate::sim::json::Lookup as _;
 use crate::sim::json::str_at;
 
 pub const MSG_PAUSED: &str = "Workspace is paused";
@@ -42,7 +43,7 @@ impl Derived {
 }
 
 fn condition<'a>(pod: &'a Value, type_: &str) -> Option<&'a Value> {
-    pod.pointer("/status/conditions")
+    pod.lookup("/status/conditions")
         .and_then(Value::as_array)?
         .iter()
         .find(|c| str_at(c, "/type") == Some(type_))
@@ -70,7 +71,7 @@ pub fn derive(
         }
         return Derived::new(Unknown, MSG_UNKNOWN);
     };
-    if pod.pointer("/metadata/deletionTimestamp").is_some() {
+    if pod.lookup("/metadata/deletionTimestamp").is_some() {
         return Derived::new(Terminating, MSG_TERMINATING);
     }
     let scheduled = condition(pod, "PodScheduled");
@@ -93,7 +94,7 @@ pub fn derive(
         return Derived::new(Running, MSG_RUNNING);
     }
     let waiting = pod
-        .pointer("/status/containerStatuses")
+        .lookup("/status/containerStatuses")
         .and_then(Value::as_array)
         .and_then(|cs| cs.iter().find(|c| str_at(c, "/name") == Some(CONTAINER)))
         .and_then(|c| str_at(c, "/state/waiting/reason"));
@@ -148,7 +149,7 @@ pub fn latest_warning(events: &[Arc<Value>], uid: &str) -> Option<String> {
 /// `status.podTemplatePod`: empty names when there is no pod; the ServiceAccount always.
 pub fn pod_template_pod(pod: Option<&Value>, service_account: &str) -> Value {
     let names = |ptr: &str| -> Vec<Value> {
-        pod.and_then(|p| p.pointer(ptr))
+        pod.and_then(|p| p.lookup(ptr))
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
@@ -180,7 +181,7 @@ pub fn complete(current: Option<&Value>) -> Value {
         .cloned()
         .unwrap_or_else(|| json!({}));
     let mut default = |ptr: &str, v: Value| {
-        if s.pointer(ptr).is_none_or(Value::is_null) {
+        if s.lookup(ptr).is_none_or(Value::is_null) {
             let (parent, key) = ptr.rsplit_once('/').expect("absolute pointer");
             let target = if parent.is_empty() {
                 &mut s

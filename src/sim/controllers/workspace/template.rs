@@ -3,6 +3,7 @@
 //! ServiceAccount, the StatefulSet with its pod template, and the Service. Pure: JSON in,
 //! JSON out, so every rule here is unit-tested without a store.
 
+use crate::sim::json::Lookup as _;
 use crate::sim::json::text_at;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
@@ -82,7 +83,7 @@ pub fn select_option<'a>(
     id: &str,
 ) -> Result<Selected<'a>, TemplateError> {
     let values: Vec<&Value> = kind
-        .pointer(&format!("/spec/podTemplate/options/{option}/values"))
+        .lookup(&format!("/spec/podTemplate/options/{option}/values"))
         .and_then(Value::as_array)
         .map(|a| a.iter().collect())
         .unwrap_or_default();
@@ -94,7 +95,7 @@ pub fn select_option<'a>(
     let mut desired = current;
     let mut visited = vec![id.to_string()];
     let mut chain = Vec::new();
-    while let Some(to) = desired.pointer("/redirect/to").and_then(Value::as_str) {
+    while let Some(to) = desired.lookup("/redirect/to").and_then(Value::as_str) {
         let from = text_at(desired, "/id").to_string();
         if visited.iter().any(|v| v == to) {
             return Err(TemplateError::CircularRedirect { option, id: from });
@@ -159,7 +160,7 @@ pub fn owner_reference(workspace: &Value) -> Value {
 
 /// Whether `obj` is controlled by the object with `uid`.
 pub fn controlled_by(obj: &Value, uid: &str) -> bool {
-    obj.pointer("/metadata/ownerReferences")
+    obj.lookup("/metadata/ownerReferences")
         .and_then(Value::as_array)
         .is_some_and(|refs| {
             refs.iter().any(|r| {
@@ -205,7 +206,7 @@ fn selector_labels(workspace: &str) -> Map<String, Value> {
 }
 
 fn object_at(v: &Value, ptr: &str) -> Map<String, Value> {
-    v.pointer(ptr)
+    v.lookup(ptr)
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default()
@@ -293,7 +294,7 @@ fn container_env(
     let mut env = Vec::new();
     for e in inputs
         .kind
-        .pointer("/spec/podTemplate/extraEnv")
+        .lookup("/spec/podTemplate/extraEnv")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -336,7 +337,7 @@ fn volumes(workspace: &Value, kind: &Value) -> (Vec<Value>, Vec<Value>) {
         mounts.push(mount);
     };
     let volumes = workspace
-        .pointer("/spec/podTemplate/volumes")
+        .lookup("/spec/podTemplate/volumes")
         .cloned()
         .unwrap_or(Value::Null);
     if let Some(home) = volumes.get("home").and_then(Value::as_str) {
@@ -385,7 +386,7 @@ fn volumes(workspace: &Value, kind: &Value) -> (Vec<Value>, Vec<Value>) {
             json!({"name": name, "mountPath": text_at(s, "/mountPath")}),
         );
     }
-    let pt = kind.pointer("/spec/podTemplate").unwrap_or(&Value::Null);
+    let pt = kind.lookup("/spec/podTemplate").unwrap_or(&Value::Null);
     for v in pt
         .get("extraVolumes")
         .and_then(Value::as_array)
@@ -426,7 +427,7 @@ pub fn stateful_set(inputs: &Inputs<'_>) -> Result<Value, TemplateError> {
     // Borrowed, not cloned: the kind's pod template carries every option's values.
     let pt = inputs
         .kind
-        .pointer("/spec/podTemplate")
+        .lookup("/spec/podTemplate")
         .unwrap_or(&Value::Null);
     let ports = image_ports(inputs.image)?;
     let env = container_env(inputs, &ports)?;
@@ -472,7 +473,7 @@ pub fn stateful_set(inputs: &Inputs<'_>) -> Result<Value, TemplateError> {
         insert_if(
             &mut container,
             probe,
-            pt.pointer(&format!("/probes/{probe}")),
+            pt.lookup(&format!("/probes/{probe}")),
         );
     }
     insert_if(
@@ -507,7 +508,7 @@ pub fn stateful_set(inputs: &Inputs<'_>) -> Result<Value, TemplateError> {
     }
 
     let paused = ws
-        .pointer("/spec/paused")
+        .lookup("/spec/paused")
         .and_then(Value::as_bool)
         .unwrap_or(false);
     let mut metadata = owned_metadata(
@@ -568,20 +569,20 @@ pub fn managed_spec_fields(kind: &str) -> &'static [&'static str] {
 pub fn updated(kind: &str, desired: &Value, found: &Value) -> Option<Value> {
     let meta_agrees = ["labels", "annotations"].iter().all(|field| {
         let path = format!("/metadata/{field}");
-        desired.pointer(&path) == found.pointer(&path)
+        desired.lookup(&path) == found.lookup(&path)
     });
     // A managed field absent from `desired` is written as null, so it agrees only when
     // `found` holds a null there, not when it lacks the field.
     let spec_agrees = managed_spec_fields(kind).iter().all(|field| {
         let path = format!("/spec/{field}");
-        found.pointer(&path) == Some(desired.pointer(&path).unwrap_or(&Value::Null))
+        found.lookup(&path) == Some(desired.lookup(&path).unwrap_or(&Value::Null))
     });
     if meta_agrees && spec_agrees {
         return None;
     }
     let mut next = found.clone();
     for field in ["labels", "annotations"] {
-        match desired.pointer(&format!("/metadata/{field}")) {
+        match desired.lookup(&format!("/metadata/{field}")) {
             Some(v) => next["metadata"][field] = v.clone(),
             None => {
                 if let Some(m) = next.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -592,7 +593,7 @@ pub fn updated(kind: &str, desired: &Value, found: &Value) -> Option<Value> {
     }
     for field in managed_spec_fields(kind) {
         next["spec"][*field] = desired
-            .pointer(&format!("/spec/{field}"))
+            .lookup(&format!("/spec/{field}"))
             .cloned()
             .unwrap_or(Value::Null);
     }
