@@ -180,6 +180,8 @@ mod tests {
             "/metadata/labels/c~0d",
             "/metadata/labels/a/b",
             "/spec/containers/1/name",
+            "/spec/containers/0/name",
+            "/spec/containers/-0",
             "/spec/containers/01/name",
             "/spec/containers/+1/name",
             "/spec/containers/2",
@@ -195,6 +197,14 @@ mod tests {
             assert_eq!(v.lookup(ptr), v.pointer(ptr), "{ptr:?}");
         }
         assert_eq!(lookup(&v, "/spec/containers/1/name"), Some(&json!("side")));
+        // Escaped tokens, which go to serde_json, still find their keys.
+        assert_eq!(lookup(&v, "/metadata/labels/a~1b"), Some(&json!("x")));
+        assert_eq!(lookup(&v, "/metadata/labels/c~0d"), Some(&json!("y")));
+        assert_eq!(
+            lookup(&v, "/spec/containers/0"),
+            Some(&json!({"name": "main"}))
+        );
+        assert_eq!(lookup(&v, "/spec/containers/99999999999999999999999"), None);
     }
 
     #[test]

@@ -2,9 +2,10 @@
 //! for each Workspace a ServiceAccount, a StatefulSet (replicas 0 when paused) and a Service,
 //! all owned by it and found by ownerReference uid; the state derived from the pod, its
 //! events and the StatefulSet's; the status in epoch milliseconds, written only when it
-//! changes; Jupyter activity probing and auto-pause by `activityRules`. It also keeps each
-//! WorkspaceKind's `status.workspaces` count and its protection finalizer, and the
-//! StatefulSet it last rendered for each Workspace (rendered again when an input changes).
+//! changes; Jupyter activity probing and auto-pause by `activityRules`. It also puts the
+//! protection finalizer on the WorkspaceKind a Workspace uses, and keeps the StatefulSet it
+//! last rendered for each Workspace (rendered again when an input changes). The kind's
+//! `status.workspaces` counts are the WorkspaceKind controller's ([`WorkspaceKindController`]).
 //!
 //! Like upstream it knows nothing about snapshots: the GKE add-on intercepts pause by
 //! rewriting `spec.paused`, and a pod whose readiness gate holds `Ready=False` is simply

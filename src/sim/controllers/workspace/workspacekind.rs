@@ -168,7 +168,7 @@ mod tests {
     }
 
     #[test]
-    fn the_kind_is_counted_again_when_a_workspace_comes_goes_or_changes_spec_not_status() {
+    fn the_kind_is_queued_when_a_workspace_comes_goes_or_changes_spec_not_status() {
         let c = WorkspaceKindController;
         let ws = json!({"metadata": {"namespace": "ns", "name": "a"},
             "spec": {"kind": "jupyterlab", "paused": false}});
