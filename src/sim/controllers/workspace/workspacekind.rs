@@ -210,4 +210,25 @@ mod tests {
         );
         assert!(c.keys_for(&pod).is_empty());
     }
+
+    #[tokio::test]
+    async fn the_workspace_controller_queues_workspaces_not_their_kind() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_stop, ctx) = crate::sim::controllers::tests::test_ctx(dir.path());
+        let c = WorkspaceController::new(&ctx);
+        let ws = json!({"metadata": {"namespace": "ns", "name": "a"},
+            "spec": {"kind": "jupyterlab", "paused": false}});
+        let added = event("Workspace", EventType::Added, ws.clone(), None);
+        assert_eq!(names(c.keys_for(&added)), ["Workspace/a"]);
+        let mut paused = ws.clone();
+        paused["spec"]["paused"] = json!(true);
+        let changed = event("Workspace", EventType::Modified, paused, Some(ws));
+        assert_eq!(names(c.keys_for(&changed)), ["Workspace/a"]);
+        // The kind's own status write (its counts) queues nothing here.
+        let wsk = json!({"metadata": {"name": "jupyterlab", "generation": 1}});
+        let mut counted = wsk.clone();
+        counted["status"] = json!({"workspaces": 1});
+        let status_write = event("WorkspaceKind", EventType::Modified, counted, Some(wsk));
+        assert!(c.keys_for(&status_write).is_empty());
+    }
 }
