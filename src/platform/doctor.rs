@@ -253,7 +253,8 @@ async fn kind(client: &kube::Client, cfg: &Config) -> Check {
         .annotations
         .as_ref()
         .and_then(|a| a.get(SNAPSHOT_ENABLED))
-        .is_some_and(|v| v == "true");
+        // The add-on reads it case-blind (`snapshotEnabled`, `strings.EqualFold`).
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
     if !enabled {
         problems.push(format!(
             "no {SNAPSHOT_ENABLED}=\"true\": pause will not snapshot"

@@ -118,19 +118,44 @@ fn ws_key(ns: &str, name: &str) -> ObjKey {
     }
 }
 
-/// The value of an add-on annotation: on the Workspace, else on its WorkspaceKind.
+/// The value of an add-on annotation: on the Workspace, else on its WorkspaceKind; an empty
+/// value counts as none (upstream's storage config in `snapshotEnabled`).
 fn setting(ctx: &Ctx, ws: &Value, key: &str) -> Option<String> {
-    if let Some(v) = annotation(ws, key) {
+    if let Some(v) = annotation(ws, key).filter(|v| !v.is_empty()) {
         return Some(v.to_string());
     }
     let kind_name = str_at(ws, "/spec/kind")?;
     let wsk = ctx.store.find(kind("WorkspaceKind"), None, kind_name)?;
-    annotation(&wsk, key).map(str::to_string)
+    annotation(&wsk, key)
+        .filter(|v| !v.is_empty())
+        .map(str::to_string)
 }
 
 /// Whether pause/resume goes through Pod Snapshots for this Workspace.
 pub fn enabled(ctx: &Ctx, ws: &Value) -> bool {
-    setting(ctx, ws, SNAPSHOT_ENABLED).is_some_and(|v| v == "true")
+    enabled_by(ws, |name| ctx.store.find(kind("WorkspaceKind"), None, name))
+}
+
+/// Upstream's `snapshotEnabled` (`cache.go`), with `kind_named` reading a WorkspaceKind: the
+/// Workspace's own annotation decides when it says `true` or `false` (any case); any other
+/// value, or none, leaves it to the kind's annotation (`true`, any case), except that a
+/// Workspace whose pod option names a TPU (`tpu` in its id, any case) is never enabled.
+pub fn enabled_by(ws: &Value, kind_named: impl FnOnce(&str) -> Option<Arc<Value>>) -> bool {
+    match annotation(ws, SNAPSHOT_ENABLED) {
+        Some(v) if v.eq_ignore_ascii_case("false") => return false,
+        Some(v) if v.eq_ignore_ascii_case("true") => return true,
+        _ => {}
+    }
+    let pod_config = str_at(ws, "/spec/podTemplate/options/podConfig").unwrap_or("");
+    if pod_config.to_ascii_lowercase().contains("tpu") {
+        return false;
+    }
+    let Some(kind_name) = str_at(ws, "/spec/kind").filter(|k| !k.is_empty()) else {
+        return false;
+    };
+    kind_named(kind_name).is_some_and(|k| {
+        annotation(&k, SNAPSHOT_ENABLED).is_some_and(|v| v.eq_ignore_ascii_case("true"))
+    })
 }
 
 fn is_ready(pod: &Value) -> bool {

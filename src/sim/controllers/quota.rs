@@ -50,11 +50,11 @@ pub fn admit(kind_info: &KindInfo, obj: &Value, list: Lister<'_>) -> Result<(), 
         .lookup("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or("");
-    let quotas = list(kind("ResourceQuota"), ns);
+    let quotas = list.list(kind("ResourceQuota"), ns);
     if quotas.is_empty() {
         return Ok(());
     }
-    let used = usage(&list(kind("Pod"), ns));
+    let used = usage(&list.list(kind("Pod"), ns));
     let requested: [(&str, i64); 3] = [
         ("pods", 1),
         ("count/pods", 1),

@@ -78,18 +78,16 @@ pub fn finalizers(obj: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Everything but `metadata` and `status`: what a generation counts changes of.
-pub fn spec_part(obj: &Value) -> Map<String, Value> {
-    obj.as_object()
-        .map(|o| {
-            o.iter()
-                .filter(|(k, _)| {
-                    !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind")
-                })
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect()
-        })
-        .unwrap_or_default()
+/// Whether `a` and `b` agree on everything but `metadata`, `status`, `apiVersion` and
+/// `kind`: what a generation counts changes of. Compared in place, without copying either.
+pub fn same_spec_part(a: &Value, b: &Value) -> bool {
+    let counted = |(k, _): &(&String, &Value)| {
+        !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind")
+    };
+    match (a.as_object(), b.as_object()) {
+        (Some(a), Some(b)) => a.iter().filter(counted).eq(b.iter().filter(counted)),
+        (a, b) => a.is_none() && b.is_none(),
+    }
 }
 
 /// Drops empty `labels`, `annotations`, `finalizers` and `ownerReferences`, as a real API
@@ -299,16 +297,22 @@ pub const SYSTEM_FIELDS: &[&str] = &[
 /// for the main resource of a kind with a status subresource, the status stays as it was.
 pub fn merge_for_write(kind: &KindInfo, old: &Value, incoming: Value, status_write: bool) -> Value {
     if status_write {
-        let mut next = old.clone();
-        match incoming.get("status") {
-            Some(s) => next["status"] = s.clone(),
-            None => {
-                if let Some(o) = next.as_object_mut() {
-                    o.remove("status");
-                }
-            }
+        // The old object but its status (not copied, to be replaced), and the new status
+        // taken out of `incoming`.
+        let mut incoming = incoming;
+        let status = incoming.as_object_mut().and_then(|o| o.remove("status"));
+        let Some(fields) = old.as_object() else {
+            return old.clone();
+        };
+        let mut next: Map<String, Value> = fields
+            .iter()
+            .filter(|(k, _)| k.as_str() != "status")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if let Some(s) = status {
+            next.insert("status".into(), s);
         }
-        return next;
+        return Value::Object(next);
     }
     let mut next = incoming;
     if kind.status {
@@ -352,6 +356,32 @@ mod tests {
     }
 
     #[test]
+    fn the_spec_part_is_everything_but_metadata_status_and_type() {
+        let a = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"},
+            "spec": {"x": [1, 2]}, "data": {"k": "v"}, "status": {"phase": "Running"}});
+        let mut b = a.clone();
+        b["metadata"]["labels"] = json!({"l": "1"});
+        b["status"] = json!({"phase": "Pending"});
+        b["apiVersion"] = json!("v2");
+        assert!(same_spec_part(&a, &b));
+        for (field, value) in [
+            ("spec", json!({"x": [1, 3]})),
+            ("data", json!({"k": "w"})),
+            ("binaryData", json!({})),
+        ] {
+            let mut c = a.clone();
+            c[field] = value;
+            assert!(!same_spec_part(&a, &c), "{field}");
+            assert!(!same_spec_part(&c, &a), "{field}");
+        }
+        let mut d = a.clone();
+        d.as_object_mut().unwrap().remove("data");
+        assert!(!same_spec_part(&a, &d));
+        assert!(same_spec_part(&json!(null), &json!(1)));
+        assert!(!same_spec_part(&json!({}), &json!(1)));
+    }
+
+    #[test]
     fn status_and_main_writes_are_separated() {
         let k = kinds::find("kubeflow.org", "v1beta1", "workspaces").unwrap();
         let old = json!({"metadata": {"name": "a", "uid": "u1", "generation": 1}, "spec": {"paused": false}, "status": {"state": "Running"}});
@@ -363,6 +393,12 @@ mod tests {
         let status = merge_for_write(k, &old, incoming, true);
         assert_eq!(status["spec"]["paused"], false);
         assert_eq!(status["status"]["state"], "Paused");
+        assert_eq!(status["metadata"], old["metadata"]);
+        let cleared = merge_for_write(k, &old, json!({"spec": {"paused": true}}), true);
+        assert_eq!(
+            cleared,
+            json!({"metadata": old["metadata"], "spec": {"paused": false}})
+        );
     }
 
     #[test]

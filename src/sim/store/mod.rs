@@ -75,8 +75,93 @@ pub struct Subscription {
     pub live: broadcast::Receiver<Arc<Event>>,
 }
 
-/// Lists stored objects of a kind in a namespace (`None`: all), for admission checks.
-pub type Lister<'a> = &'a dyn Fn(&KindInfo, Option<&str>) -> Vec<Arc<Value>>;
+/// What admission checks and mutating hooks read, under the store's lock: objects of a
+/// kind in a namespace (`None`: all), one object by name, and the objects with a label
+/// (through the store's label index, so a hook that looks for one Workspace's pods or one
+/// Workspace reads those, not every object of the kind, as a webhook's `Get` or label-selected
+/// list from its informer cache does).
+pub trait Reader {
+    /// Every object of `kind` in `ns`, sorted by key.
+    fn list(&self, kind: &KindInfo, ns: Option<&str>) -> Vec<Arc<Value>>;
+    /// The object of `kind` named `name` in `ns`, if any.
+    fn get(&self, kind: &KindInfo, ns: Option<&str>, name: &str) -> Option<Arc<Value>>;
+    /// The objects of `kind` in `ns` labelled `label=value`, sorted by key.
+    fn labelled(
+        &self,
+        kind: &KindInfo,
+        ns: Option<&str>,
+        label: &str,
+        value: &str,
+    ) -> Vec<Arc<Value>>;
+}
+
+/// A plain list function reads as a store with no indexes (the hooks' unit tests use one).
+impl<F: Fn(&KindInfo, Option<&str>) -> Vec<Arc<Value>>> Reader for F {
+    fn list(&self, kind: &KindInfo, ns: Option<&str>) -> Vec<Arc<Value>> {
+        self(kind, ns)
+    }
+
+    fn get(&self, kind: &KindInfo, ns: Option<&str>, name: &str) -> Option<Arc<Value>> {
+        self(kind, ns)
+            .into_iter()
+            .find(|o| meta_str(o, "name") == Some(name))
+    }
+
+    fn labelled(
+        &self,
+        kind: &KindInfo,
+        ns: Option<&str>,
+        label: &str,
+        value: &str,
+    ) -> Vec<Arc<Value>> {
+        self(kind, ns)
+            .into_iter()
+            .filter(|o| {
+                o.lookup("/metadata/labels")
+                    .and_then(|l| l.get(label))
+                    .and_then(Value::as_str)
+                    == Some(value)
+            })
+            .collect()
+    }
+}
+
+/// The store read under its lock, through its indexes.
+struct Locked<'a>(&'a Inner);
+
+impl Reader for Locked<'_> {
+    fn list(&self, kind: &KindInfo, ns: Option<&str>) -> Vec<Arc<Value>> {
+        Store::list_locked(
+            self.0,
+            kind,
+            ns,
+            &LabelSelector::default(),
+            &FieldSelector::default(),
+        )
+    }
+
+    fn get(&self, kind: &KindInfo, ns: Option<&str>, name: &str) -> Option<Arc<Value>> {
+        self.0
+            .objects
+            .get(kind.kind)
+            .and_then(|m| m.get(&key(kind, ns, name)))
+            .cloned()
+    }
+
+    fn labelled(
+        &self,
+        kind: &KindInfo,
+        ns: Option<&str>,
+        label: &str,
+        value: &str,
+    ) -> Vec<Arc<Value>> {
+        let keys = self.0.index.labelled(kind.kind, label, value);
+        Store::objects_at(self.0, kind, ns, keys)
+    }
+}
+
+/// How admission checks and hooks are handed the store.
+pub type Lister<'a> = &'a dyn Reader;
 
 /// An admission check run on every create, under the store's lock: it sees the object
 /// about to be stored (with its namespace) and may refuse it with an API error.
@@ -170,17 +255,9 @@ impl Store {
         if hooks.is_empty() {
             return Ok(());
         }
-        let lister = |k: &KindInfo, ns: Option<&str>| {
-            Self::list_locked(
-                inner,
-                k,
-                ns,
-                &LabelSelector::default(),
-                &FieldSelector::default(),
-            )
-        };
+        let reader = Locked(inner);
         for hook in hooks.iter() {
-            hook(kind, old, obj, &lister)?;
+            hook(kind, old, obj, &reader)?;
         }
         Ok(())
     }
@@ -466,22 +543,14 @@ impl Store {
         // After the mutating hooks: what admission sees and what is stored is canonical.
         quantity::normalize(kind.kind, &mut obj);
         {
-            let lister = |k: &KindInfo, ns: Option<&str>| {
-                Self::list_locked(
-                    &inner,
-                    k,
-                    ns,
-                    &LabelSelector::default(),
-                    &FieldSelector::default(),
-                )
-            };
+            let reader = Locked(&inner);
             for check in self
                 .admission
                 .read()
                 .unwrap_or_else(|e| e.into_inner())
                 .iter()
             {
-                check(kind, &obj, &lister)?;
+                check(kind, &obj, &reader)?;
             }
         }
         if dry_run {
@@ -631,7 +700,7 @@ impl Store {
                 ));
             }
         }
-        if !status_write && meta::spec_part(&next) != meta::spec_part(&current) {
+        if !status_write && !meta::same_spec_part(&next, &current) {
             let g = current
                 .lookup("/metadata/generation")
                 .and_then(Value::as_i64)

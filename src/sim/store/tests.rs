@@ -549,3 +549,76 @@ fn orphaning_and_namespace_deletion_keep_the_indexes_true() {
     // Only the namespace itself was indexed before; now nothing is.
     assert_eq!(after, [0, 0, 0, 0, 0], "before: {empty:?}");
 }
+
+#[test]
+fn hooks_read_one_object_by_name_and_pods_by_label_through_the_indexes() {
+    let s = store_with_ns();
+    s.create(
+        kind("namespaces"),
+        None,
+        json!({"metadata": {"name": "m"}}),
+        false,
+    )
+    .unwrap();
+    let pods = kind("pods");
+    for (ns, name, ws) in [("n", "a-0", "a"), ("n", "b-0", "b"), ("m", "a-0", "a")] {
+        s.create(
+            pods,
+            Some(ns),
+            json!({"metadata": {"name": name, "labels": {"workspace": ws}},
+                "spec": {"containers": [{"name": "c", "image": "i"}]}}),
+            false,
+        )
+        .unwrap();
+    }
+    s.create(kind("workspaces"), Some("n"), ws("a"), false)
+        .unwrap();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    s.add_mutation(Box::new(move |k, _old, obj, read| {
+        if k.kind == "ConfigMap" {
+            let names = |objs: Vec<Arc<Value>>| -> Vec<String> {
+                objs.iter()
+                    .map(|o| format!("{}/{}", o["metadata"]["namespace"], o["metadata"]["name"]))
+                    .collect()
+            };
+            let mut r = record.lock().unwrap();
+            r.push(names(read.labelled(pods, Some("n"), "workspace", "a")));
+            r.push(names(read.labelled(pods, None, "workspace", "a")));
+            r.push(names(read.labelled(pods, Some("n"), "workspace", "c")));
+            let ws = kind("workspaces");
+            r.push(names(read.get(ws, Some("n"), "a").into_iter().collect()));
+            r.push(names(read.get(ws, Some("m"), "a").into_iter().collect()));
+            r.push(names(read.list(pods, Some("n"))));
+            obj["metadata"]["labels"]["read"] = json!("yes");
+        }
+        Ok(())
+    }));
+    let cm = s
+        .create(
+            kind("configmaps"),
+            Some("n"),
+            json!({"metadata": {"name": "x"}}),
+            false,
+        )
+        .unwrap();
+    assert_eq!(cm["metadata"]["labels"]["read"], "yes");
+    let q = |s: &str| {
+        format!(
+            "\"{}\"/\"{}\"",
+            s.split('/').next().unwrap(),
+            s.split('/').nth(1).unwrap()
+        )
+    };
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![
+            vec![q("n/a-0")],
+            vec![q("m/a-0"), q("n/a-0")],
+            vec![],
+            vec![q("n/a")],
+            vec![],
+            vec![q("n/a-0"), q("n/b-0")],
+        ]
+    );
+}

@@ -33,7 +33,6 @@ use crate::sim::controllers::kubelet::WORKSPACE_LABEL;
 use crate::sim::error::ApiError;
 use crate::sim::json::{Lookup as _, annotation, is_deleting, label, name_of, str_at};
 use crate::sim::kinds::KindInfo;
-use crate::sim::seed::SNAPSHOT_ENABLED;
 use crate::sim::store::Lister;
 
 /// `podsnapshot.gke.kubeflow.org/checkpoint-state`: `Checkpointing`, `Ready` or `Restoring`
@@ -178,18 +177,9 @@ pub fn mutate(
     Ok(())
 }
 
-/// The add-on's setting on the Workspace, else on its WorkspaceKind.
+/// Upstream's `snapshotEnabled` (see [`super::enabled_by`]), reading the kind in the store.
 fn enabled_with(ws: &Value, list: Lister<'_>) -> bool {
-    let value = annotation(ws, SNAPSHOT_ENABLED)
-        .map(str::to_string)
-        .or_else(|| {
-            let kind_name = str_at(ws, "/spec/kind")?;
-            list(kind("WorkspaceKind"), None)
-                .iter()
-                .find(|k| name_of(k) == kind_name)
-                .and_then(|k| annotation(k, SNAPSHOT_ENABLED).map(str::to_string))
-        });
-    value.as_deref() == Some("true")
+    super::enabled_by(ws, |name| list.get(kind("WorkspaceKind"), None, name))
 }
 
 /// The pod behind a Workspace as upstream's `findWorkspacePod` picks it: one not being
@@ -243,7 +233,13 @@ fn on_workspace_update(old: &Value, new: &mut Value, list: Lister<'_>) {
         if state == Some("Ready") {
             return;
         }
-        let pods = list(kind("Pod"), str_at(new, "/metadata/namespace"));
+        // Upstream's findWorkspacePod: the pods labelled with the Workspace's name.
+        let pods = list.labelled(
+            kind("Pod"),
+            str_at(new, "/metadata/namespace"),
+            WORKSPACE_LABEL,
+            name_of(new),
+        );
         let running = workspace_pod(&pods, name_of(new)).is_some_and(|p| {
             str_at(p, "/status/phase") == Some("Running") && !is_deleting(p) && !requests_tpu(p)
         });
@@ -262,9 +258,12 @@ fn on_pod_create(pod: &mut Value, list: Lister<'_>) {
     if requests_tpu(pod) {
         return;
     }
-    let ws = list(kind("Workspace"), str_at(pod, "/metadata/namespace"))
-        .into_iter()
-        .find(|w| name_of(w) == ws_name);
+    // Upstream gets the Workspace by name (mutatePod).
+    let ws = list.get(
+        kind("Workspace"),
+        str_at(pod, "/metadata/namespace"),
+        &ws_name,
+    );
     let Some(ws) = ws else { return };
     if !enabled_with(&ws, list) {
         return;
@@ -291,6 +290,7 @@ pub fn clear_state(ws: &mut Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sim::seed::SNAPSHOT_ENABLED;
     use std::sync::Arc;
 
     #[test]
@@ -328,6 +328,45 @@ mod tests {
             "Workspace" => vec![ws.clone()],
             _ => Vec::new(),
         }
+    }
+
+    #[test]
+    fn enabled_follows_upstreams_snapshot_enabled() {
+        let kind_says = |v: Option<&str>| {
+            let mut k = json!({"metadata": {"name": "k"}});
+            if let Some(v) = v {
+                k["metadata"]["annotations"][SNAPSHOT_ENABLED] = json!(v);
+            }
+            Some(Arc::new(k))
+        };
+        let ws = |says: Option<&str>, pod_config: &str| {
+            let mut w = json!({"metadata": {"name": "a"}, "spec": {"kind": "k",
+                "podTemplate": {"options": {"podConfig": pod_config}}}});
+            if let Some(v) = says {
+                w["metadata"]["annotations"][SNAPSHOT_ENABLED] = json!(v);
+            }
+            w
+        };
+        let cases = [
+            // (Workspace says, pod option, kind says, enabled)
+            (Some("TRUE"), "small", None, true),
+            (Some("False"), "small", Some("true"), false),
+            (Some("maybe"), "small", Some("True"), true),
+            (Some("maybe"), "small", Some("yes"), false),
+            (None, "small", Some("true"), true),
+            (None, "small", None, false),
+            (None, "TPU_v5e", Some("true"), false),
+            (Some("true"), "tpu_v5e", None, true),
+        ];
+        for (says, pod_config, kind, want) in cases {
+            let got = super::super::enabled_by(&ws(says, pod_config), |_| kind_says(kind));
+            assert_eq!(got, want, "{says:?} {pod_config} {kind:?}");
+        }
+        let mut kindless = ws(None, "small");
+        kindless["spec"]["kind"] = json!("");
+        assert!(!super::super::enabled_by(&kindless, |_| kind_says(Some(
+            "true"
+        ))));
     }
 
     fn pod(phase: &str, deleting: bool) -> Value {
