@@ -1,7 +1,10 @@
 //! The simulator's controllers: each one watches the store's change feed, keeps a queue of
 //! object keys to reconcile (each key once, repeated changes coalesced, with delays for timed
 //! work; see `Queue`), and writes back
-//! through the store, exactly as a controller writes through the API.
+//! through the store, exactly as a controller writes through the API. A controller reconciles
+//! one key at a time unless it asks for more workers ([`Reconciler::workers`], upstream's
+//! `MaxConcurrentReconciles`; see `SharedQueue`). A controller working through a long queue
+//! steps aside every millisecond (see `Nudge`), so a controller it woke is not held behind it.
 
 pub mod addon;
 pub mod agent;
@@ -131,6 +134,34 @@ pub trait Reconciler: Send + Sync + 'static {
     fn keys_for(&self, event: &Event) -> Vec<ObjKey>;
     /// Brings one object towards its desired state.
     fn reconcile(&self, ctx: &Ctx, key: &ObjKey) -> impl Future<Output = Next> + Send;
+    /// How many keys may be reconciled at once (controller-runtime's
+    /// `MaxConcurrentReconciles`, 1 unless the controller sets it): never one key twice.
+    fn workers(&self) -> usize {
+        1
+    }
+}
+
+/// Reconciles `k` (due at `at`) and records the reaction; `None` when the reconcile
+/// panicked (the simulator is then stopped through [`Ctx::fail`]).
+async fn reconcile_one<R: Reconciler>(ctx: &Ctx, r: &R, k: &ObjKey, at: Instant) -> Option<Next> {
+    let started = Instant::now();
+    let next = match AssertUnwindSafe(r.reconcile(ctx, k)).catch_unwind().await {
+        Ok(next) => next,
+        Err(payload) => {
+            ctx.fail(format!(
+                "simulator controller {} panicked while reconciling {} {}/{}: {}",
+                r.name(),
+                k.kind.kind,
+                k.namespace,
+                k.name,
+                panic_text(&*payload)
+            ));
+            return None;
+        }
+    };
+    ctx.truth
+        .record_reaction(r.name(), k.kind.kind, started - at, started.elapsed());
+    Some(next)
 }
 
 fn initial_keys<R: Reconciler>(ctx: &Ctx, r: &R) -> Vec<ObjKey> {
@@ -148,6 +179,9 @@ fn initial_keys<R: Reconciler>(ctx: &Ctx, r: &R) -> Vec<ObjKey> {
 
 /// Runs a controller until the simulator shuts down.
 pub fn spawn<R: Reconciler>(ctx: Ctx, r: R) -> tokio::task::JoinHandle<()> {
+    if r.workers() > 1 {
+        return spawn_workers(ctx, r);
+    }
     tokio::spawn(async move {
         let mut events = ctx.store.events();
         let mut shutdown = ctx.shutdown.clone();
@@ -184,31 +218,209 @@ pub fn spawn<R: Reconciler>(ctx: Ctx, r: R) -> tokio::task::JoinHandle<()> {
                 }
             }
             let now = Instant::now();
+            let mut since_nudge = now;
             while let Some((k, at)) = queue.pop_due(now) {
-                let started = Instant::now();
-                let next = match AssertUnwindSafe(r.reconcile(&ctx, &k)).catch_unwind().await {
-                    Ok(next) => next,
-                    Err(payload) => {
-                        ctx.fail(format!(
-                            "simulator controller {} panicked while reconciling {} {}/{}: {}",
-                            r.name(),
-                            k.kind.kind,
-                            k.namespace,
-                            k.name,
-                            panic_text(&*payload)
-                        ));
-                        return;
-                    }
-                };
-                ctx.truth
-                    .record_reaction(r.name(), k.kind.kind, started - at, started.elapsed());
-                match next {
-                    Next::Done => {}
-                    Next::After(d) => queue.push(k, Instant::now() + d),
+                match reconcile_one(&ctx, &r, &k, at).await {
+                    None => return,
+                    Some(Next::Done) => {}
+                    Some(Next::After(d)) => queue.push(k, Instant::now() + d),
+                }
+                if since_nudge.elapsed() >= NUDGE_EVERY {
+                    Nudge(false).await;
+                    since_nudge = Instant::now();
                 }
             }
         }
     })
+}
+
+/// A queue shared by a controller's workers, as client-go's workqueue is: a key is handed to
+/// one worker at a time, and a key queued again while a worker has it waits until that
+/// worker is done, then joins the queue at the earliest instant it was queued for.
+#[derive(Default)]
+struct SharedQueue {
+    queue: Queue,
+    processing: std::collections::HashSet<ObjKey>,
+    waiting: HashMap<ObjKey, Instant>,
+}
+
+impl SharedQueue {
+    fn push(&mut self, k: ObjKey, at: Instant) {
+        if self.processing.contains(&k) {
+            let due = self.waiting.entry(k).or_insert(at);
+            *due = (*due).min(at);
+        } else {
+            self.queue.push(k, at);
+        }
+    }
+
+    /// The first key due by `now`, now being processed.
+    fn take(&mut self, now: Instant) -> Option<(ObjKey, Instant)> {
+        let (k, at) = self.queue.pop_due(now)?;
+        self.processing.insert(k.clone());
+        Some((k, at))
+    }
+
+    /// A worker is done with `k`; `again` is when it asked to see it next.
+    fn done(&mut self, k: &ObjKey, again: Option<Instant>) {
+        self.processing.remove(k);
+        let at = match (self.waiting.remove(k), again) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if let Some(at) = at {
+            self.queue.push(k.clone(), at);
+        }
+    }
+}
+
+/// Runs a controller with [`Reconciler::workers`] workers over one [`SharedQueue`]: one
+/// task takes the change feed into the queue, each worker takes the first due key.
+fn spawn_workers<R: Reconciler>(ctx: Ctx, r: R) -> tokio::task::JoinHandle<()> {
+    let r = Arc::new(r);
+    let workers = r.workers();
+    let shared = Arc::new(std::sync::Mutex::new(SharedQueue::default()));
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let mut events = ctx.store.events();
+    {
+        let mut q = lock_queue(&shared);
+        for k in initial_keys(&ctx, &*r) {
+            q.push(k, Instant::now());
+        }
+    }
+    for _ in 0..workers {
+        tokio::spawn(work(ctx.clone(), r.clone(), shared.clone(), wake.clone()));
+    }
+    tokio::spawn(async move {
+        let mut shutdown = ctx.shutdown.clone();
+        loop {
+            let mut batch = Vec::new();
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                ev = events.recv() => match ev {
+                    Ok(ev) => batch.push(Some(ev)),
+                    Err(RecvError::Lagged(_)) => batch.push(None),
+                    Err(RecvError::Closed) => return,
+                },
+            }
+            loop {
+                match events.try_recv() {
+                    Ok(ev) => batch.push(Some(ev)),
+                    Err(TryRecvError::Lagged(_)) => batch.push(None),
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Closed) => return,
+                }
+            }
+            let mut pushed = 0;
+            {
+                let mut q = lock_queue(&shared);
+                for ev in batch {
+                    let keys = match ev {
+                        Some(ev) => {
+                            let at = Instant::from_std(ev.at);
+                            r.keys_for(&ev).into_iter().map(|k| (k, at)).collect()
+                        }
+                        None => {
+                            let now = Instant::now();
+                            let all = initial_keys(&ctx, &*r);
+                            all.into_iter().map(|k| (k, now)).collect::<Vec<_>>()
+                        }
+                    };
+                    for (k, at) in keys {
+                        q.push(k, at);
+                        pushed += 1;
+                    }
+                }
+            }
+            for _ in 0..pushed.min(workers) {
+                wake.notify_one();
+            }
+        }
+    })
+}
+
+fn lock_queue(q: &std::sync::Mutex<SharedQueue>) -> std::sync::MutexGuard<'_, SharedQueue> {
+    q.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One worker of [`spawn_workers`].
+async fn work<R: Reconciler>(
+    ctx: Ctx,
+    r: Arc<R>,
+    shared: Arc<std::sync::Mutex<SharedQueue>>,
+    wake: Arc<tokio::sync::Notify>,
+) {
+    let mut shutdown = ctx.shutdown.clone();
+    let mut since_nudge = Instant::now();
+    loop {
+        let woken = wake.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        let now = Instant::now();
+        let (job, next_due) = {
+            let mut q = lock_queue(&shared);
+            match q.take(now) {
+                Some(job) => (Some(job), None),
+                None => (None, q.queue.next_due()),
+            }
+        };
+        let Some((k, at)) = job else {
+            let sleep = async {
+                match next_due {
+                    Some(t) => tokio::time::sleep_until(t).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                _ = woken => {}
+                _ = sleep => {}
+            }
+            since_nudge = Instant::now();
+            continue;
+        };
+        let Some(next) = reconcile_one(&ctx, &*r, &k, at).await else {
+            return;
+        };
+        let again = match next {
+            Next::Done => None,
+            Next::After(d) => Some(Instant::now() + d),
+        };
+        lock_queue(&shared).done(&k, again);
+        // A key that waited for this one may be due now: another worker may take it.
+        wake.notify_one();
+        if since_nudge.elapsed() >= NUDGE_EVERY {
+            Nudge(false).await;
+            since_nudge = Instant::now();
+        }
+    }
+}
+
+/// How long a controller works through its queue before it lets the task it woke last
+/// run elsewhere (see [`Nudge`]).
+const NUDGE_EVERY: Duration = Duration::from_millis(1);
+
+/// Wakes its own task and returns pending once. On tokio's multi-threaded runtime a task
+/// woken from a worker (a controller woken by another's commit) waits in that worker's LIFO
+/// slot, which the other worker cannot steal: it would wait out the whole batch of the
+/// controller that woke it, with a core idle. A self-wake takes the LIFO slot and moves its
+/// occupant to the run queue, where the idle worker is told to take it; the controller
+/// itself usually goes on at once.
+struct Nudge(bool);
+
+impl Future for Nudge {
+    type Output = ();
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if self.0 {
+            return std::task::Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    }
 }
 
 /// A controller's work queue: each key at most once, due at the earlier of the instants it
@@ -412,5 +624,129 @@ pub(crate) mod tests {
         );
         assert_eq!(stats[0].reconciles, 64);
         assert!(stats[0].lag_p50_ms <= stats[0].lag_max_ms);
+    }
+
+    #[test]
+    fn a_shared_queue_hands_a_key_to_one_worker_and_requeues_it_when_done() {
+        let key = |name: &str| ObjKey {
+            kind: kind("Pod"),
+            namespace: "ns".into(),
+            name: name.into(),
+        };
+        let t0 = Instant::now();
+        let (t1, t2) = (t0 + Duration::from_secs(1), t0 + Duration::from_secs(2));
+        let mut q = SharedQueue::default();
+        q.push(key("a"), t0);
+        q.push(key("b"), t0);
+        let (a, at) = q.take(t0).unwrap();
+        assert_eq!((a.name.as_str(), at), ("a", t0));
+        // Queued again while a worker has it: it waits, and "b" is the only key to take.
+        q.push(key("a"), t2);
+        q.push(key("a"), t1);
+        assert_eq!(q.take(t2).unwrap().0.name, "b");
+        assert!(q.take(t2).is_none(), "a is being processed");
+        // Done: it joins the queue at the earliest instant it was queued for, or the one
+        // the reconcile asked for when that is earlier.
+        q.done(&key("a"), Some(t2));
+        assert_eq!(q.queue.next_due(), Some(t1));
+        assert_eq!(q.take(t2).unwrap(), (key("a"), t1));
+        q.done(&key("a"), None);
+        q.done(&key("b"), Some(t2));
+        assert_eq!(q.take(t2).unwrap(), (key("b"), t2));
+        q.done(&key("b"), None);
+        assert!(
+            q.take(t2 + Duration::from_secs(60)).is_none(),
+            "nothing left"
+        );
+    }
+
+    /// Reconciles slowly (it sleeps), counting the keys in flight at once.
+    struct Slow {
+        in_flight: Mutex<Vec<String>>,
+        most: Mutex<usize>,
+        twice: Mutex<Vec<String>>,
+        done: Mutex<Vec<String>>,
+    }
+
+    impl Reconciler for Arc<Slow> {
+        fn name(&self) -> &'static str {
+            "slow"
+        }
+        fn primary(&self) -> &'static [&'static str] {
+            &[]
+        }
+        fn keys_for(&self, ev: &Event) -> Vec<ObjKey> {
+            vec![ObjKey::of(ev.kind, &ev.object)]
+        }
+        fn workers(&self) -> usize {
+            4
+        }
+        async fn reconcile(&self, _: &Ctx, key: &ObjKey) -> Next {
+            {
+                let mut f = self.in_flight.lock().unwrap();
+                if f.contains(&key.name) {
+                    self.twice.lock().unwrap().push(key.name.clone());
+                }
+                f.push(key.name.clone());
+                let mut most = self.most.lock().unwrap();
+                *most = (*most).max(f.len());
+            }
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            self.in_flight.lock().unwrap().retain(|n| n != &key.name);
+            self.done.lock().unwrap().push(key.name.clone());
+            Next::Done
+        }
+    }
+
+    #[tokio::test]
+    async fn workers_reconcile_different_keys_at_once_and_never_one_key_twice() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_stop, ctx) = test_ctx(dir.path());
+        ctx.store
+            .create(
+                kind("Namespace"),
+                None,
+                json!({"metadata": {"name": "ns"}}),
+                false,
+            )
+            .unwrap();
+        let slow = Arc::new(Slow {
+            in_flight: Mutex::new(Vec::new()),
+            most: Mutex::new(0),
+            twice: Mutex::new(Vec::new()),
+            done: Mutex::new(Vec::new()),
+        });
+        spawn(ctx.clone(), slow.clone());
+        tokio::task::yield_now().await;
+        let cm = kind("ConfigMap");
+        for n in ["a", "b", "c", "d", "e", "f", "g", "h"] {
+            ctx.store
+                .create(cm, Some("ns"), json!({"metadata": {"name": n}}), false)
+                .unwrap();
+        }
+        // "a" changes again while it is being reconciled: once more, after the first.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        ctx.store
+            .modify(cm, Some("ns"), "a", false, false, |cur| {
+                let mut c = cur.clone();
+                c["data"] = json!({"k": "v"});
+                Ok(c)
+            })
+            .unwrap();
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while slow.done.lock().unwrap().len() < 9 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("every key reconciled, and a once more");
+        assert_eq!(*slow.most.lock().unwrap(), 4, "four workers, all busy");
+        assert!(
+            slow.twice.lock().unwrap().is_empty(),
+            "no key twice at once"
+        );
+        let done = slow.done.lock().unwrap();
+        assert_eq!(done.iter().filter(|n| *n == "a").count(), 2);
+        assert_eq!(ctx.truth.reactions()[0].reconciles, 9);
     }
 }

@@ -164,17 +164,13 @@ impl Reconciler for Scheduler {
         let keys: Vec<ObjKey> = if key.name.is_empty() {
             // Unbound pods (no nodeName), by the store's field index.
             let mut pending = ctx.store.by_field(key.kind, None, "/spec/nodeName", "");
-            pending.sort_by(|a, b| {
-                let at = |p: &Value| {
-                    (
-                        str_at(p, "/metadata/creationTimestamp")
-                            .unwrap_or("")
-                            .to_string(),
-                        str_at(p, "/metadata/name").unwrap_or("").to_string(),
-                    )
-                };
-                at(a).cmp(&at(b))
-            });
+            fn at(p: &Value) -> (&str, &str) {
+                (
+                    str_at(p, "/metadata/creationTimestamp").unwrap_or(""),
+                    str_at(p, "/metadata/name").unwrap_or(""),
+                )
+            }
+            pending.sort_by(|a, b| at(a).cmp(&at(b)));
             pending.iter().map(|p| ObjKey::of(key.kind, p)).collect()
         } else {
             vec![key.clone()]

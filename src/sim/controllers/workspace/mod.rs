@@ -202,7 +202,16 @@ impl Reconciler for WorkspaceController {
     async fn reconcile(&self, ctx: &Ctx, key: &ObjKey) -> Next {
         self.reconcile_workspace(ctx, key).await
     }
+
+    fn workers(&self) -> usize {
+        MAX_CONCURRENT_RECONCILES
+    }
 }
+
+/// Upstream's `--max-concurrent-reconciles` default (`MAX_CONCURRENT_RECONCILES`, 10 in
+/// `cmd/main.go`): up to ten Workspaces are reconciled at once, so that a slow activity
+/// probe does not hold the others. The WorkspaceKind controller keeps one.
+const MAX_CONCURRENT_RECONCILES: usize = 10;
 
 impl WorkspaceController {
     async fn reconcile_workspace(&self, ctx: &Ctx, key: &ObjKey) -> Next {
@@ -436,11 +445,9 @@ impl WorkspaceController {
         let new_state = text_at(&status, "/state").to_string();
         let node = text_at(&status, "/podTemplatePod/nodeName").to_string();
         ctx.store
-            .modify(kind("Workspace"), Some(ns), name, true, false, |cur| {
-                let mut c = cur.clone();
-                c["metadata"]["resourceVersion"] = json!(rv);
-                c["status"] = status;
-                Ok(c)
+            .modify(kind("Workspace"), Some(ns), name, true, false, |_| {
+                // A status write takes only the status (and the resourceVersion it checks).
+                Ok(json!({"metadata": {"resourceVersion": rv}, "status": status}))
             })?;
         if text_at(ws, "/status/state") != new_state {
             ctx.truth.record(
