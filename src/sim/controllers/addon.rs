@@ -118,44 +118,52 @@ fn ws_key(ns: &str, name: &str) -> ObjKey {
     }
 }
 
-/// The value of an add-on annotation: on the Workspace, else on its WorkspaceKind; an empty
-/// value counts as none (upstream's storage config in `snapshotEnabled`).
-fn setting(ctx: &Ctx, ws: &Value, key: &str) -> Option<String> {
-    if let Some(v) = annotation(ws, key).filter(|v| !v.is_empty()) {
-        return Some(v.to_string());
-    }
-    let kind_name = str_at(ws, "/spec/kind")?;
-    let wsk = ctx.store.find(kind("WorkspaceKind"), None, kind_name)?;
-    annotation(&wsk, key)
-        .filter(|v| !v.is_empty())
-        .map(str::to_string)
-}
-
 /// Whether pause/resume goes through Pod Snapshots for this Workspace.
 pub fn enabled(ctx: &Ctx, ws: &Value) -> bool {
     enabled_by(ws, |name| ctx.store.find(kind("WorkspaceKind"), None, name))
 }
 
-/// Upstream's `snapshotEnabled` (`cache.go`), with `kind_named` reading a WorkspaceKind: the
-/// Workspace's own annotation decides when it says `true` or `false` (any case); any other
-/// value, or none, leaves it to the kind's annotation (`true`, any case), except that a
-/// Workspace whose pod option names a TPU (`tpu` in its id, any case) is never enabled.
+/// Upstream's `snapshotEnabled` (`cache.go`) on the enabled side: see [`snapshot_setting`].
 pub fn enabled_by(ws: &Value, kind_named: impl FnOnce(&str) -> Option<Arc<Value>>) -> bool {
+    snapshot_setting(ws, kind_named).0
+}
+
+/// Upstream's `snapshotEnabled` (`cache.go`), with `kind_named` reading a WorkspaceKind:
+/// whether the Workspace is enabled, and the PodSnapshotStorageConfig it uses. The Workspace's
+/// own annotation decides when it says `true` or `false` (any case); any other value, or
+/// none, leaves it to the kind's annotation (`true`, any case), except that a Workspace whose
+/// pod option names a TPU (`tpu` in its id, any case) or that names no kind is not enabled.
+/// The storage config is the Workspace's annotation when not empty, else the kind's (only
+/// when the kind was read, as upstream), else the default.
+pub fn snapshot_setting(
+    ws: &Value,
+    kind_named: impl FnOnce(&str) -> Option<Arc<Value>>,
+) -> (bool, String) {
+    let own_storage = annotation(ws, STORAGE_CONFIG_ANNOTATION).filter(|v| !v.is_empty());
+    let mut storage = own_storage.unwrap_or(STORAGE_CONFIG).to_string();
     match annotation(ws, SNAPSHOT_ENABLED) {
-        Some(v) if v.eq_ignore_ascii_case("false") => return false,
-        Some(v) if v.eq_ignore_ascii_case("true") => return true,
+        Some(v) if v.eq_ignore_ascii_case("false") => return (false, storage),
+        Some(v) if v.eq_ignore_ascii_case("true") => return (true, storage),
         _ => {}
     }
     let pod_config = str_at(ws, "/spec/podTemplate/options/podConfig").unwrap_or("");
     if pod_config.to_ascii_lowercase().contains("tpu") {
-        return false;
+        return (false, storage);
     }
     let Some(kind_name) = str_at(ws, "/spec/kind").filter(|k| !k.is_empty()) else {
-        return false;
+        return (false, storage);
     };
-    kind_named(kind_name).is_some_and(|k| {
-        annotation(&k, SNAPSHOT_ENABLED).is_some_and(|v| v.eq_ignore_ascii_case("true"))
-    })
+    let Some(wsk) = kind_named(kind_name) else {
+        return (false, storage);
+    };
+    if own_storage.is_none()
+        && let Some(v) = annotation(&wsk, STORAGE_CONFIG_ANNOTATION).filter(|v| !v.is_empty())
+    {
+        storage = v.to_string();
+    }
+    let enabled =
+        annotation(&wsk, SNAPSHOT_ENABLED).is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    (enabled, storage)
 }
 
 fn is_ready(pod: &Value) -> bool {
@@ -496,7 +504,8 @@ fn ensure_policy(ctx: &Ctx, ws: &Value, name: &str, ns: &str) {
         }
         return;
     }
-    let storage = setting(ctx, ws, STORAGE_CONFIG_ANNOTATION).unwrap_or(STORAGE_CONFIG.into());
+    let (_, storage) =
+        snapshot_setting(ws, |name| ctx.store.find(kind("WorkspaceKind"), None, name));
     let p = json!({
         "metadata": {"name": policy},
         "spec": {

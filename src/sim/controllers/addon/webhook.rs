@@ -367,6 +367,24 @@ mod tests {
         assert!(!super::super::enabled_by(&kindless, |_| kind_says(Some(
             "true"
         ))));
+
+        // The storage config: the Workspace's when not empty, else the kind's when the kind
+        // was read (not when the Workspace's own annotation decided), else the default.
+        let storage = |says: Option<&str>, own: Option<&str>, kind: Option<&str>| {
+            let mut w = ws(says, "small");
+            if let Some(v) = own {
+                w["metadata"]["annotations"][STORAGE_CONFIG_ANNOTATION] = json!(v);
+            }
+            let k = json!({"metadata": {"name": "k", "annotations": {
+                SNAPSHOT_ENABLED: "true", STORAGE_CONFIG_ANNOTATION: kind.unwrap_or("")}}});
+            super::super::snapshot_setting(&w, |_| Some(Arc::new(k))).1
+        };
+        let default = crate::sim::seed::STORAGE_CONFIG;
+        assert_eq!(storage(None, None, Some("kind-sc")), "kind-sc");
+        assert_eq!(storage(None, Some(""), Some("kind-sc")), "kind-sc");
+        assert_eq!(storage(None, Some("own-sc"), Some("kind-sc")), "own-sc");
+        assert_eq!(storage(Some("true"), None, Some("kind-sc")), default);
+        assert_eq!(storage(None, None, None), default);
     }
 
     fn pod(phase: &str, deleting: bool) -> Value {
