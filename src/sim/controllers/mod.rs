@@ -491,7 +491,7 @@ impl Queue {
 pub fn start_all(ctx: &Ctx) -> Vec<tokio::task::JoinHandle<()>> {
     vec![
         spawn(ctx.clone(), statefulset::StatefulSetController),
-        spawn(ctx.clone(), scheduler::Scheduler),
+        spawn(ctx.clone(), scheduler::Scheduler::default()),
         spawn(ctx.clone(), kubelet::Kubelet::default()),
         kubelet::watch_processes(ctx.clone()),
         spawn(ctx.clone(), agent::Agent::default()),
@@ -530,6 +530,22 @@ pub(crate) mod tests {
             shutdown,
             failure: Arc::new(tokio::sync::watch::channel(None).0),
         };
+        (stop, ctx)
+    }
+
+    /// [`test_ctx`] with the namespace `ns` created.
+    pub(crate) fn test_ctx_with_ns(
+        dir: &std::path::Path,
+    ) -> (tokio::sync::watch::Sender<bool>, Ctx) {
+        let (stop, ctx) = test_ctx(dir);
+        ctx.store
+            .create(
+                kind("Namespace"),
+                None,
+                json!({"metadata": {"name": "ns"}}),
+                false,
+            )
+            .unwrap();
         (stop, ctx)
     }
 
@@ -589,15 +605,7 @@ pub(crate) mod tests {
     #[tokio::test]
     async fn keys_are_reconciled_in_the_order_their_changes_were_committed() {
         let dir = tempfile::tempdir().unwrap();
-        let (_stop, ctx) = test_ctx(dir.path());
-        ctx.store
-            .create(
-                kind("Namespace"),
-                None,
-                json!({"metadata": {"name": "ns"}}),
-                false,
-            )
-            .unwrap();
+        let (_stop, ctx) = test_ctx_with_ns(dir.path());
         let seen = Arc::new(Mutex::new(Vec::new()));
         spawn(ctx.clone(), Recorder(seen.clone()));
         // On this single-threaded runtime the controller subscribes before the burst below,
@@ -709,15 +717,7 @@ pub(crate) mod tests {
     #[tokio::test]
     async fn workers_reconcile_different_keys_at_once_and_never_one_key_twice() {
         let dir = tempfile::tempdir().unwrap();
-        let (_stop, ctx) = test_ctx(dir.path());
-        ctx.store
-            .create(
-                kind("Namespace"),
-                None,
-                json!({"metadata": {"name": "ns"}}),
-                false,
-            )
-            .unwrap();
+        let (_stop, ctx) = test_ctx_with_ns(dir.path());
         let slow = Arc::new(Slow {
             in_flight: Mutex::new(Vec::new()),
             most: Mutex::new(0),

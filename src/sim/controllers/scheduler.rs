@@ -19,7 +19,24 @@ pub use crate::platform::names::GPU_RESOURCE as GPU;
 /// Node annotation counting GPUs that stay allocated with no pod (fault `gpu-not-released`).
 pub const LEAKED_GPUS: &str = "sim.wsgate.dev/leaked-gpus";
 
-pub struct Scheduler;
+/// The scheduler keeps what it knows of the nodes between reconciles, as kube-scheduler's
+/// cache does (`pkg/scheduler/backend/cache`): the GPUs in use per node, counting its own
+/// bindings as it makes them (upstream's assumed pods), and which pod signatures fit nowhere.
+/// A reconcile reads the nodes afresh only after an event that may free capacity or change a
+/// node: a pod deleted, or any Node event. A pod bound by another client only takes
+/// capacity; a node found taken that way is caught before binding (`Cluster::still_fits`).
+#[derive(Default)]
+pub struct Scheduler {
+    cache: std::sync::Mutex<Option<(u64, Cluster)>>,
+    /// Bumped by every event that makes the cache stale.
+    epoch: std::sync::atomic::AtomicU64,
+}
+
+impl Scheduler {
+    fn stale(&self) {
+        self.epoch.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
 
 fn all_pending() -> ObjKey {
     ObjKey {
@@ -151,9 +168,15 @@ impl Reconciler for Scheduler {
                 vec![ObjKey::of(ev.kind, &ev.object)]
             }
             // Capacity changed (a pod left a node, or a node changed): retry every pending
-            // pod, which the empty key stands for.
-            "Node" => vec![all_pending()],
-            "Pod" if ev.etype == crate::sim::store::EventType::Deleted => vec![all_pending()],
+            // pod, which the empty key stands for, with the nodes read afresh.
+            "Node" => {
+                self.stale();
+                vec![all_pending()]
+            }
+            "Pod" if ev.etype == crate::sim::store::EventType::Deleted => {
+                self.stale();
+                vec![all_pending()]
+            }
             _ => Vec::new(),
         }
     }
@@ -175,23 +198,35 @@ impl Reconciler for Scheduler {
         } else {
             vec![key.clone()]
         };
-        // The nodes and their GPUs in use are read once per pass and kept up to date by this
-        // pass's own bindings; a node that changed meanwhile is caught before binding.
-        let mut cluster = Cluster::read(ctx);
+        // The nodes and their GPUs in use, from the cache unless an event made it stale since
+        // (then read afresh), kept up to date by this scheduler's own bindings; a node that
+        // changed meanwhile is caught before binding.
+        let epoch = self.epoch.load(std::sync::atomic::Ordering::Acquire);
+        let cached = lock(&self.cache).take();
+        let mut cluster = match cached {
+            Some((at, cluster)) if at == epoch => cluster,
+            _ => Cluster::read(ctx),
+        };
         for k in keys {
             schedule_one(ctx, &k, &mut cluster);
         }
+        *lock(&self.cache) = Some((epoch, cluster));
         Next::Done
     }
 }
 
-/// What a scheduling pass knows of the nodes.
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What the scheduler knows of the nodes.
 struct Cluster {
     used: BTreeMap<String, i64>,
     nodes: Vec<Arc<Value>>,
     /// The unschedulable message for each pod signature (GPUs wanted, node selector,
-    /// tolerations) found to fit nowhere in this pass. A pass only takes GPUs, so a pod
-    /// that fit nowhere still fits nowhere, for the same reasons, until the pass ends.
+    /// tolerations) found to fit nowhere. Between two reads of the nodes the scheduler only
+    /// takes GPUs, so a pod that fit nowhere still fits nowhere, for the same reasons, until
+    /// the nodes are read again.
     unschedulable: HashMap<String, String>,
 }
 
@@ -399,6 +434,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::sim::store::DeleteOptions;
 
     fn node(name: &str, gpus: i64, pool: &str) -> Arc<Value> {
         Arc::new(json!({"metadata": {"name": name, "labels": {"pool": pool}},
@@ -407,6 +443,24 @@ mod tests {
 
     fn pod(pool: &str) -> Value {
         json!({"spec": {"nodeSelector": {"pool": pool}}})
+    }
+
+    /// Creates [`node`] in the store; its status written through /status afterwards (it is
+    /// not settable on create), as a kubelet does. Returns the node as created.
+    fn add_node(ctx: &Ctx, name: &str, gpus: i64) -> Arc<Value> {
+        let n = (*node(name, gpus, "t4")).clone();
+        let created = ctx
+            .store
+            .create(kind("Node"), None, n.clone(), false)
+            .unwrap();
+        ctx.store
+            .modify(kind("Node"), None, name, true, false, |cur| {
+                let mut c = cur.clone();
+                c["status"] = n["status"].clone();
+                Ok(c)
+            })
+            .unwrap();
+        created
     }
 
     #[test]
@@ -438,22 +492,12 @@ mod tests {
     #[test]
     fn a_node_changed_or_filled_by_another_client_since_the_pass_read_it_is_not_taken() {
         let dir = tempfile::tempdir().unwrap();
-        let (_stop, ctx) = crate::sim::controllers::tests::test_ctx(dir.path());
+        let (_stop, ctx) = crate::sim::controllers::tests::test_ctx_with_ns(dir.path());
         let create = |k: &str, ns: Option<&str>, obj: Value| {
             ctx.store.create(kind(k), ns, obj, false).unwrap();
         };
-        create("Namespace", None, json!({"metadata": {"name": "ns"}}));
         for name in ["a", "b"] {
-            let n = (*node(name, 1, "t4")).clone();
-            create("Node", None, n.clone());
-            // Status is not settable on create: written through /status, as a kubelet does.
-            ctx.store
-                .modify(kind("Node"), None, name, true, false, |cur| {
-                    let mut c = cur.clone();
-                    c["status"] = n["status"].clone();
-                    Ok(c)
-                })
-                .unwrap();
+            add_node(&ctx, name, 1);
         }
         let cluster = Cluster::read(&ctx);
         assert!(cluster.still_fits(&ctx, "a", 1));
@@ -483,5 +527,87 @@ mod tests {
         let fresh = Cluster::read(&ctx);
         assert_eq!(fresh.used.get("a"), Some(&1));
         assert!(fresh.still_fits(&ctx, "b", 1));
+    }
+
+    #[tokio::test]
+    async fn the_scheduler_schedules_from_its_cache_until_a_pod_deletion_or_node_event() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_stop, ctx) = crate::sim::controllers::tests::test_ctx_with_ns(dir.path());
+        let create = |k: &str, ns: Option<&str>, obj: Value| {
+            ctx.store.create(kind(k), ns, obj, false).unwrap()
+        };
+        add_node(&ctx, "a", 1);
+        let gpu_pod = |name: &str| {
+            json!({"metadata": {"name": name}, "spec": {"nodeSelector": {"pool": "t4"},
+                "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}})
+        };
+        let key = |name: &str| ObjKey {
+            kind: kind("Pod"),
+            namespace: "ns".into(),
+            name: name.into(),
+        };
+        let node_of = |name: &str| {
+            ctx.store
+                .find(kind("Pod"), Some("ns"), name)
+                .and_then(|p| str_at(&p, "/spec/nodeName").map(str::to_string))
+        };
+        let unschedulable = |name: &str| {
+            let p = ctx.store.find(kind("Pod"), Some("ns"), name).unwrap();
+            str_at(&p, "/status/conditions/0/reason") == Some("Unschedulable")
+        };
+        let s = Scheduler::default();
+        create("Pod", Some("ns"), gpu_pod("p1"));
+        create("Pod", Some("ns"), gpu_pod("p2"));
+        s.reconcile(&ctx, &key("p1")).await;
+        s.reconcile(&ctx, &key("p2")).await;
+        assert_eq!(node_of("p1").as_deref(), Some("a"));
+        assert!(unschedulable("p2") && node_of("p2").is_none());
+        // p1 goes, but the scheduler has not seen the event yet: its cache still counts
+        // p1's GPU, as kube-scheduler's does until its informer delivers the deletion.
+        let Ok(crate::sim::store::DeleteOutcome::Deleted(gone)) =
+            ctx.store
+                .delete(kind("Pod"), Some("ns"), "p1", &DeleteOptions::default())
+        else {
+            panic!("p1 is deleted at once");
+        };
+        s.reconcile(&ctx, &key("p2")).await;
+        assert!(node_of("p2").is_none(), "scheduled from the cache");
+        // The deletion's event makes the cache stale and queues every pending pod.
+        let event = Event {
+            rv: 1,
+            kind: kind("Pod"),
+            namespace: Some("ns".into()),
+            etype: crate::sim::store::EventType::Deleted,
+            object: gone,
+            previous: None,
+            encoded: Default::default(),
+            at: std::time::Instant::now(),
+        };
+        let keys = s.keys_for(&event);
+        assert_eq!(keys, vec![all_pending()]);
+        s.reconcile(&ctx, &keys[0]).await;
+        assert_eq!(
+            node_of("p2").as_deref(),
+            Some("a"),
+            "the nodes were read afresh"
+        );
+        // A third pod finds the node full from the cache, which counts p2's binding.
+        create("Pod", Some("ns"), gpu_pod("p3"));
+        s.reconcile(&ctx, &key("p3")).await;
+        assert!(unschedulable("p3"));
+        // A Node event makes the cache stale too: a second node with a GPU is found.
+        let added = add_node(&ctx, "b", 1);
+        s.reconcile(&ctx, &key("p3")).await;
+        assert!(node_of("p3").is_none(), "scheduled from the cache");
+        let event = Event {
+            etype: crate::sim::store::EventType::Added,
+            kind: kind("Node"),
+            namespace: None,
+            object: added,
+            ..event
+        };
+        s.keys_for(&event);
+        s.reconcile(&ctx, &key("p3")).await;
+        assert_eq!(node_of("p3").as_deref(), Some("b"));
     }
 }

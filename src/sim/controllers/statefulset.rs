@@ -99,10 +99,15 @@ impl Reconciler for StatefulSetController {
                 Some(p) if is_ready(p) => continue,
                 Some(_) => break,
                 None => {
-                    let mut pod = json!({
-                        "metadata": sts.lookup("/spec/template/metadata").cloned().unwrap_or(json!({})),
-                        "spec": sts.lookup("/spec/template/spec").cloned().unwrap_or(json!({})),
-                    });
+                    // Built by moving the copies in: `json!` would copy them again.
+                    let template = |part: &str| {
+                        sts.lookup(&format!("/spec/template/{part}"))
+                            .cloned()
+                            .unwrap_or(json!({}))
+                    };
+                    let mut pod = json!({});
+                    pod["metadata"] = template("metadata");
+                    pod["spec"] = template("spec");
                     let m = &mut pod["metadata"];
                     m["name"] = json!(name);
                     m["labels"]["statefulset.kubernetes.io/pod-name"] = json!(name);

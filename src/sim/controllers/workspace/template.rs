@@ -180,12 +180,18 @@ fn owned_metadata(
         WORKSPACE_LABEL.into(),
         json!(text_at(workspace, "/metadata/name")),
     );
-    json!({
-        name_field.0: name_field.1,
-        "namespace": text_at(workspace, "/metadata/namespace"),
-        "labels": labels,
-        "ownerReferences": [owner_reference(workspace)],
-    })
+    let mut meta = Map::new();
+    meta.insert(name_field.0.into(), Value::String(name_field.1));
+    meta.insert(
+        "namespace".into(),
+        json!(text_at(workspace, "/metadata/namespace")),
+    );
+    meta.insert("labels".into(), Value::Object(labels));
+    meta.insert(
+        "ownerReferences".into(),
+        Value::Array(vec![owner_reference(workspace)]),
+    );
+    Value::Object(meta)
 }
 
 /// The Workspace's ServiceAccount.
@@ -439,9 +445,11 @@ pub fn stateful_set(inputs: &Inputs<'_>) -> Result<Value, TemplateError> {
     pod_labels.extend(selector_labels(ws_name));
     let mut pod_annotations = object_at(pt, "/podMetadata/annotations");
     pod_annotations.extend(object_at(ws, "/spec/podTemplate/podMetadata/annotations"));
-    let mut pod_meta = json!({"labels": pod_labels});
+    // Built by moving values in: `json!` would copy every embedded value by serializing it.
+    let mut pod_meta = Map::new();
+    pod_meta.insert("labels".into(), Value::Object(pod_labels));
     if !pod_annotations.is_empty() {
-        pod_meta["annotations"] = Value::Object(pod_annotations);
+        pod_meta.insert("annotations".into(), Value::Object(pod_annotations));
     }
 
     let image_spec = inputs.image.spec();
@@ -462,13 +470,13 @@ pub fn stateful_set(inputs: &Inputs<'_>) -> Result<Value, TemplateError> {
                 .unwrap_or("IfNotPresent")
         ),
     );
-    container.insert("ports".into(), json!(container_ports));
-    container.insert("env".into(), json!(env));
+    container.insert("ports".into(), Value::Array(container_ports));
+    container.insert("env".into(), Value::Array(env));
     container.insert(
         "resources".into(),
         pod_spec_opt.get("resources").cloned().unwrap_or(json!({})),
     );
-    container.insert("volumeMounts".into(), json!(mounts));
+    container.insert("volumeMounts".into(), Value::Array(mounts));
     for probe in ["readinessProbe", "livenessProbe", "startupProbe"] {
         insert_if(
             &mut container,
@@ -483,9 +491,12 @@ pub fn stateful_set(inputs: &Inputs<'_>) -> Result<Value, TemplateError> {
     );
 
     let mut pod_spec = Map::new();
-    pod_spec.insert("containers".into(), json!([container]));
+    pod_spec.insert(
+        "containers".into(),
+        Value::Array(vec![Value::Object(container)]),
+    );
     pod_spec.insert("serviceAccountName".into(), json!(inputs.service_account));
-    pod_spec.insert("volumes".into(), json!(vols));
+    pod_spec.insert("volumes".into(), Value::Array(vols));
     insert_if(&mut pod_spec, "affinity", pod_spec_opt.get("affinity"));
     insert_if(
         &mut pod_spec,
@@ -520,16 +531,20 @@ pub fn stateful_set(inputs: &Inputs<'_>) -> Result<Value, TemplateError> {
     if !sts_annotations.is_empty() {
         metadata["annotations"] = Value::Object(sts_annotations);
     }
-    Ok(json!({
+    let mut sts = json!({
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
-        "metadata": metadata,
         "spec": {
             "replicas": if paused { 0 } else { 1 },
-            "selector": {"matchLabels": selector_labels(ws_name)},
-            "template": {"metadata": pod_meta, "spec": pod_spec},
+            "selector": {},
+            "template": {},
         },
-    }))
+    });
+    sts["metadata"] = metadata;
+    sts["spec"]["selector"]["matchLabels"] = Value::Object(selector_labels(ws_name));
+    sts["spec"]["template"]["metadata"] = Value::Object(pod_meta);
+    sts["spec"]["template"]["spec"] = Value::Object(pod_spec);
+    Ok(sts)
 }
 
 /// The ClusterIP Service (`generateName: ws-<name>-`), one port per image port.
@@ -541,16 +556,19 @@ pub fn service(workspace: &Value, image: &Selected<'_>) -> Result<Value, Templat
             json!({"name": format!("http-{p}"), "port": p, "targetPort": p, "protocol": "TCP"})
         })
         .collect();
-    Ok(json!({
+    let mut svc = json!({
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": owned_metadata(
-            workspace,
-            ("generateName", name_prefix(ws_name, MAX_SERVICE_NAME)),
-            Map::new(),
-        ),
-        "spec": {"ports": ports, "selector": selector_labels(ws_name), "type": "ClusterIP"},
-    }))
+        "spec": {"type": "ClusterIP"},
+    });
+    svc["metadata"] = owned_metadata(
+        workspace,
+        ("generateName", name_prefix(ws_name, MAX_SERVICE_NAME)),
+        Map::new(),
+    );
+    svc["spec"]["ports"] = Value::Array(ports);
+    svc["spec"]["selector"] = Value::Object(selector_labels(ws_name));
+    Ok(svc)
 }
 
 /// The fields of a found object that the controller keeps equal to the desired ones
