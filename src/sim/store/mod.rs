@@ -101,10 +101,16 @@ impl<F: Fn(&KindInfo, Option<&str>) -> Vec<Arc<Value>>> Reader for F {
         self(kind, ns)
     }
 
+    /// As the store's: a namespaced object is found only in the namespace named (none
+    /// named finds none), however many namespaces the list covers.
     fn get(&self, kind: &KindInfo, ns: Option<&str>, name: &str) -> Option<Arc<Value>> {
-        self(kind, ns)
-            .into_iter()
-            .find(|o| meta_str(o, "name") == Some(name))
+        if kind.namespaced && ns.is_none() {
+            return None;
+        }
+        self(kind, ns).into_iter().find(|o| {
+            meta_str(o, "name") == Some(name)
+                && (!kind.namespaced || meta_str(o, "namespace") == ns)
+        })
     }
 
     fn labelled(

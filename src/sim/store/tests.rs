@@ -622,3 +622,33 @@ fn hooks_read_one_object_by_name_and_pods_by_label_through_the_indexes() {
         ]
     );
 }
+
+#[test]
+fn a_list_function_reads_one_object_as_the_store_does() {
+    let obj = |ns: Option<&str>, name: &str| {
+        let mut o = json!({"metadata": {"name": name}});
+        if let Some(ns) = ns {
+            o["metadata"]["namespace"] = json!(ns);
+        }
+        Arc::new(o)
+    };
+    // A list function that ignores the namespace asked for, as a careless test's might.
+    let all = vec![obj(Some("m"), "a"), obj(Some("n"), "a"), obj(None, "m")];
+    let read = move |_: &KindInfo, _: Option<&str>| all.clone();
+    let in_ns = |o: Option<Arc<Value>>| o.map(|o| o["metadata"]["namespace"].clone());
+    let ws = kind("workspaces");
+    assert_eq!(
+        in_ns(Reader::get(&read, ws, Some("n"), "a")),
+        Some(json!("n"))
+    );
+    assert_eq!(
+        in_ns(Reader::get(&read, ws, Some("m"), "a")),
+        Some(json!("m"))
+    );
+    assert_eq!(
+        Reader::get(&read, ws, None, "a"),
+        None,
+        "no namespace named"
+    );
+    assert!(Reader::get(&read, kind("namespaces"), None, "m").is_some());
+}

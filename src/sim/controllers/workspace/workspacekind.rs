@@ -231,4 +231,42 @@ mod tests {
         let status_write = event("WorkspaceKind", EventType::Modified, counted, Some(wsk));
         assert!(c.keys_for(&status_write).is_empty());
     }
+
+    #[test]
+    fn a_deleted_kind_keeps_its_finalizer_until_no_workspace_names_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_stop, ctx) = crate::sim::controllers::tests::test_ctx_with_ns(dir.path());
+        let store = &ctx.store;
+        let wsk = kind("WorkspaceKind");
+        store
+            .create(
+                wsk,
+                None,
+                json!({"metadata": {"name": "k", "finalizers": [KIND_FINALIZER]}}),
+                false,
+            )
+            .unwrap();
+        store
+            .create(
+                kind("Workspace"),
+                Some("ns"),
+                json!({"metadata": {"name": "a"}, "spec": {"kind": "k"}}),
+                false,
+            )
+            .unwrap();
+        let opts = crate::sim::store::DeleteOptions::default();
+        store.delete(wsk, None, "k", &opts).unwrap();
+        reconcile_kind(&ctx, "k");
+        let kept = store.find(wsk, None, "k").expect("held by its finalizer");
+        assert_eq!(kept["metadata"]["finalizers"], json!([KIND_FINALIZER]));
+        assert_eq!(kept["status"]["workspaces"], json!(1));
+        store
+            .delete(kind("Workspace"), Some("ns"), "a", &opts)
+            .unwrap();
+        reconcile_kind(&ctx, "k");
+        assert!(
+            store.find(wsk, None, "k").is_none(),
+            "the finalizer is released and the kind is gone"
+        );
+    }
 }
