@@ -139,6 +139,9 @@ pub trait Reconciler: Send + Sync + 'static {
     fn workers(&self) -> usize {
         1
     }
+    /// Called when the controller missed events (its feed lagged) and relists: whatever it
+    /// kept from the events it saw may be stale.
+    fn missed_events(&self) {}
 }
 
 /// Reconciles `k` (due at `at`) and records the reaction; `None` when the reconcile
@@ -321,6 +324,7 @@ fn spawn_workers<R: Reconciler>(ctx: Ctx, r: R) -> tokio::task::JoinHandle<()> {
                             r.keys_for(&ev).into_iter().map(|k| (k, at)).collect()
                         }
                         None => {
+                            r.missed_events();
                             let now = Instant::now();
                             let all = initial_keys(&ctx, &*r);
                             all.into_iter().map(|k| (k, now)).collect::<Vec<_>>()
@@ -454,6 +458,7 @@ impl Queue {
 
     /// Queues every primary object now (after missing events).
     fn relist<R: Reconciler>(&mut self, ctx: &Ctx, r: &R) {
+        r.missed_events();
         let now = Instant::now();
         for k in initial_keys(ctx, r) {
             self.push(k, now);

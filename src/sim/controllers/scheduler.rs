@@ -162,6 +162,12 @@ impl Reconciler for Scheduler {
         &["Pod"]
     }
 
+    /// Events were missed (a bound pod's deletion or a Node event among them, perhaps):
+    /// the nodes are read afresh, and the relist retries every pod.
+    fn missed_events(&self) {
+        self.stale();
+    }
+
     fn keys_for(&self, ev: &Event) -> Vec<ObjKey> {
         match ev.kind.kind {
             "Pod" if str_at(&ev.object, "/spec/nodeName").is_none_or(str::is_empty) => {
@@ -477,7 +483,7 @@ mod tests {
             full.starts_with("0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 2 Insufficient nvidia.com/gpu."),
             "{full}"
         );
-        // Remembered for the rest of the pass: the same answer without reading the nodes.
+        // Remembered until the nodes are read again: the same answer without reading them.
         cluster.nodes.clear();
         assert_eq!(cluster.place(&pod("t4"), 1), Err(full));
         // Another signature is worked out afresh.
@@ -530,16 +536,16 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_scheduler_schedules_from_its_cache_until_a_pod_deletion_or_node_event() {
+    async fn the_scheduler_schedules_from_its_cache_until_a_pod_deletion_node_event_or_relist() {
         let dir = tempfile::tempdir().unwrap();
         let (_stop, ctx) = crate::sim::controllers::tests::test_ctx_with_ns(dir.path());
-        let create = |k: &str, ns: Option<&str>, obj: Value| {
-            ctx.store.create(kind(k), ns, obj, false).unwrap()
-        };
         add_node(&ctx, "a", 1);
-        let gpu_pod = |name: &str| {
-            json!({"metadata": {"name": name}, "spec": {"nodeSelector": {"pool": "t4"},
-                "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}})
+        let create_pod = |name: &str| {
+            let pod = json!({"metadata": {"name": name}, "spec": {"nodeSelector": {"pool": "t4"},
+                "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}});
+            ctx.store
+                .create(kind("Pod"), Some("ns"), pod, false)
+                .unwrap();
         };
         let key = |name: &str| ObjKey {
             kind: kind("Pod"),
@@ -553,61 +559,76 @@ mod tests {
         };
         let unschedulable = |name: &str| {
             let p = ctx.store.find(kind("Pod"), Some("ns"), name).unwrap();
-            str_at(&p, "/status/conditions/0/reason") == Some("Unschedulable")
+            node_of(name).is_none()
+                && str_at(&p, "/status/conditions/0/reason") == Some("Unschedulable")
         };
-        let s = Scheduler::default();
-        create("Pod", Some("ns"), gpu_pod("p1"));
-        create("Pod", Some("ns"), gpu_pod("p2"));
-        s.reconcile(&ctx, &key("p1")).await;
-        s.reconcile(&ctx, &key("p2")).await;
-        assert_eq!(node_of("p1").as_deref(), Some("a"));
-        assert!(unschedulable("p2") && node_of("p2").is_none());
-        // p1 goes, but the scheduler has not seen the event yet: its cache still counts
-        // p1's GPU, as kube-scheduler's does until its informer delivers the deletion.
-        let Ok(crate::sim::store::DeleteOutcome::Deleted(gone)) =
-            ctx.store
-                .delete(kind("Pod"), Some("ns"), "p1", &DeleteOptions::default())
-        else {
-            panic!("p1 is deleted at once");
+        // Deleted behind the scheduler's back: it has not seen the event yet.
+        let delete_pod = |name: &str| {
+            let Ok(crate::sim::store::DeleteOutcome::Deleted(gone)) =
+                ctx.store
+                    .delete(kind("Pod"), Some("ns"), name, &DeleteOptions::default())
+            else {
+                panic!("{name} is deleted at once");
+            };
+            gone
         };
-        s.reconcile(&ctx, &key("p2")).await;
-        assert!(node_of("p2").is_none(), "scheduled from the cache");
-        // The deletion's event makes the cache stale and queues every pending pod.
-        let event = Event {
+        let event = |kind_name: &str, etype, object| Event {
             rv: 1,
-            kind: kind("Pod"),
-            namespace: Some("ns".into()),
-            etype: crate::sim::store::EventType::Deleted,
-            object: gone,
+            kind: kind(kind_name),
+            namespace: (kind_name == "Pod").then(|| "ns".to_string()),
+            etype,
+            object,
             previous: None,
             encoded: Default::default(),
             at: std::time::Instant::now(),
         };
-        let keys = s.keys_for(&event);
+        let s = Scheduler::default();
+        let in_use = |node: &str| {
+            lock(&s.cache)
+                .as_ref()
+                .and_then(|(_, c)| c.used.get(node).copied())
+        };
+        create_pod("p1");
+        create_pod("p2");
+        s.reconcile(&ctx, &key("p1")).await;
+        assert_eq!(in_use("a"), Some(1), "its own binding is counted at once");
+        s.reconcile(&ctx, &key("p2")).await;
+        assert_eq!(node_of("p1").as_deref(), Some("a"));
+        assert!(unschedulable("p2"));
+
+        // 1. A relist after missed events: the cache still counted p1's GPU, as
+        // kube-scheduler's does until its informer delivers the deletion; the relist
+        // reads the nodes afresh.
+        delete_pod("p1");
+        s.reconcile(&ctx, &key("p2")).await;
+        assert!(unschedulable("p2"), "scheduled from the cache");
+        crate::sim::controllers::Queue::default().relist(&ctx, &s);
+        s.reconcile(&ctx, &key("p2")).await;
+        assert_eq!(node_of("p2").as_deref(), Some("a"));
+
+        // 2. A bound pod's deletion: its event makes the cache stale and queues every
+        // pending pod.
+        create_pod("p3");
+        s.reconcile(&ctx, &key("p3")).await;
+        assert!(unschedulable("p3"), "the cache counts p2's binding");
+        let gone = delete_pod("p2");
+        s.reconcile(&ctx, &key("p3")).await;
+        assert!(unschedulable("p3"), "scheduled from the cache");
+        let keys = s.keys_for(&event("Pod", crate::sim::store::EventType::Deleted, gone));
         assert_eq!(keys, vec![all_pending()]);
         s.reconcile(&ctx, &keys[0]).await;
-        assert_eq!(
-            node_of("p2").as_deref(),
-            Some("a"),
-            "the nodes were read afresh"
-        );
-        // A third pod finds the node full from the cache, which counts p2's binding.
-        create("Pod", Some("ns"), gpu_pod("p3"));
-        s.reconcile(&ctx, &key("p3")).await;
-        assert!(unschedulable("p3"));
-        // A Node event makes the cache stale too: a second node with a GPU is found.
+        assert_eq!(node_of("p3").as_deref(), Some("a"));
+
+        // 3. A Node event: a second node with a GPU is found.
+        create_pod("p4");
+        s.reconcile(&ctx, &key("p4")).await;
+        assert!(unschedulable("p4"));
         let added = add_node(&ctx, "b", 1);
-        s.reconcile(&ctx, &key("p3")).await;
-        assert!(node_of("p3").is_none(), "scheduled from the cache");
-        let event = Event {
-            etype: crate::sim::store::EventType::Added,
-            kind: kind("Node"),
-            namespace: None,
-            object: added,
-            ..event
-        };
-        s.keys_for(&event);
-        s.reconcile(&ctx, &key("p3")).await;
-        assert_eq!(node_of("p3").as_deref(), Some("b"));
+        s.reconcile(&ctx, &key("p4")).await;
+        assert!(unschedulable("p4"), "scheduled from the cache");
+        let keys = s.keys_for(&event("Node", crate::sim::store::EventType::Added, added));
+        assert_eq!(keys, vec![all_pending()]);
+        s.reconcile(&ctx, &keys[0]).await;
+        assert_eq!(node_of("p4").as_deref(), Some("b"));
     }
 }
