@@ -103,24 +103,17 @@ pub fn mutate(
 mod tests {
     use super::*;
 
-    fn pod_kind() -> &'static KindInfo {
-        super::super::kinds::KINDS
-            .iter()
-            .find(|k| k.kind == "Pod")
-            .unwrap()
+    /// Runs the hook on a pod (`old` for an update) with no other objects to read.
+    fn admit(old: Option<&Value>, pod: &mut Value) {
+        let none = |_: &KindInfo, _: Option<&str>| Vec::new();
+        mutate(crate::sim::controllers::kind("Pod"), old, pod, &none).unwrap();
     }
 
     #[test]
     fn a_gpu_limit_becomes_a_request_and_a_toleration_of_the_gpu_taint() {
         let mut pod = json!({"spec": {"containers": [{"name": "main",
             "resources": {"requests": {"cpu": "12"}, "limits": {"cpu": "12", "nvidia.com/gpu": "1"}}}]}});
-        mutate(
-            pod_kind(),
-            None,
-            &mut pod,
-            &|_: &KindInfo, _: Option<&str>| Vec::new(),
-        )
-        .unwrap();
+        admit(None, &mut pod);
         assert_eq!(
             pod["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"],
             "1"
@@ -130,13 +123,7 @@ mod tests {
             json!([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}])
         );
         // Admitting it again adds nothing twice.
-        mutate(
-            pod_kind(),
-            None,
-            &mut pod,
-            &|_: &KindInfo, _: Option<&str>| Vec::new(),
-        )
-        .unwrap();
+        admit(None, &mut pod);
         assert_eq!(pod["spec"]["tolerations"].as_array().unwrap().len(), 1);
     }
 
@@ -144,13 +131,7 @@ mod tests {
     fn cpu_and_memory_get_no_toleration_and_updates_are_left_alone() {
         let mut pod = json!({"spec": {"containers": [{"name": "main",
             "resources": {"limits": {"cpu": "2", "memory": "4Gi"}}}]}});
-        mutate(
-            pod_kind(),
-            None,
-            &mut pod,
-            &|_: &KindInfo, _: Option<&str>| Vec::new(),
-        )
-        .unwrap();
+        admit(None, &mut pod);
         assert_eq!(
             pod["spec"]["containers"][0]["resources"]["requests"]["memory"],
             "4Gi"
@@ -159,13 +140,7 @@ mod tests {
         let mut gpu =
             json!({"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": "1"}}}]}});
         let old = gpu.clone();
-        mutate(
-            pod_kind(),
-            Some(&old),
-            &mut gpu,
-            &|_: &KindInfo, _: Option<&str>| Vec::new(),
-        )
-        .unwrap();
+        admit(Some(&old), &mut gpu);
         assert_eq!(gpu, old);
         assert!(!is_extended("hugepages-2Mi") && !is_extended("example.kubernetes.io/x"));
     }

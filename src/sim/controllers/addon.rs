@@ -51,7 +51,7 @@ use serde_json::{Value, json};
 use super::agent::{PS_NAME, TRIGGERED_BY, fault_on};
 use super::kubelet::WORKSPACE_LABEL;
 use super::scheduler::set_condition;
-use super::{Ctx, Next, ObjKey, Reconciler, kind};
+use super::{Ctx, Next, ObjKey, Reconciler, kind, lock};
 use crate::sim::faults::Fault;
 use crate::sim::json::{
     Lookup as _, annotation, condition_status, is_deleting, label, name_of, str_at, uid_of,
@@ -104,10 +104,6 @@ pub struct SnapshotAddon {
     pauses: Mutex<HashMap<String, bool>>,
     /// Pods (uid) that `duplicate-restore-attempts` already doubled.
     doubled: Mutex<HashSet<String>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn ws_key(ns: &str, name: &str) -> ObjKey {

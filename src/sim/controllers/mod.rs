@@ -286,7 +286,7 @@ fn spawn_workers<R: Reconciler>(ctx: Ctx, r: R) -> tokio::task::JoinHandle<()> {
     let wake = Arc::new(tokio::sync::Notify::new());
     let mut events = ctx.store.events();
     {
-        let mut q = lock_queue(&shared);
+        let mut q = lock(&shared);
         for k in initial_keys(&ctx, &*r) {
             q.push(k, Instant::now());
         }
@@ -316,7 +316,7 @@ fn spawn_workers<R: Reconciler>(ctx: Ctx, r: R) -> tokio::task::JoinHandle<()> {
             }
             let mut pushed = 0;
             {
-                let mut q = lock_queue(&shared);
+                let mut q = lock(&shared);
                 for ev in batch {
                     let keys = match ev {
                         Some(ev) => {
@@ -343,8 +343,10 @@ fn spawn_workers<R: Reconciler>(ctx: Ctx, r: R) -> tokio::task::JoinHandle<()> {
     })
 }
 
-fn lock_queue(q: &std::sync::Mutex<SharedQueue>) -> std::sync::MutexGuard<'_, SharedQueue> {
-    q.lock().unwrap_or_else(|e| e.into_inner())
+/// Locks `m`, taking the value as it is if a panicking holder poisoned it (a controller's
+/// panic stops the simulator anyway; see [`Ctx::fail`]).
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// One worker of [`spawn_workers`].
@@ -365,7 +367,7 @@ async fn work<R: Reconciler>(
             tokio::pin!(woken);
             woken.as_mut().enable();
             let (job, next_due) = {
-                let mut q = lock_queue(&shared);
+                let mut q = lock(&shared);
                 match q.take(Instant::now()) {
                     Some(job) => (Some(job), None),
                     None => (None, q.queue.next_due()),
@@ -397,7 +399,7 @@ async fn work<R: Reconciler>(
             Next::Done => None,
             Next::After(d) => Some(Instant::now() + d),
         };
-        lock_queue(&shared).done(&k, again);
+        lock(&shared).done(&k, again);
         // A key that waited for this one may be due now: another worker may take it.
         wake.notify_one();
         if since_nudge.elapsed() >= NUDGE_EVERY {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::{Ctx, Next, ObjKey, Reconciler, events, kind};
+use super::{Ctx, Next, ObjKey, Reconciler, events, kind, lock};
 use crate::sim::json::Lookup as _;
 use crate::sim::json::str_at;
 use crate::sim::store::Event;
@@ -219,10 +219,6 @@ impl Reconciler for Scheduler {
         *lock(&self.cache) = Some((epoch, cluster));
         Next::Done
     }
-}
-
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// What the scheduler knows of the nodes.

@@ -83,36 +83,22 @@ pub struct Subscription {
 pub trait Reader {
     /// Every object of `kind` in `ns`, sorted by key.
     fn list(&self, kind: &KindInfo, ns: Option<&str>) -> Vec<Arc<Value>>;
-    /// The object of `kind` named `name` in `ns`, if any.
-    fn get(&self, kind: &KindInfo, ns: Option<&str>, name: &str) -> Option<Arc<Value>>;
-    /// The objects of `kind` in `ns` labelled `label=value`, sorted by key.
-    fn labelled(
-        &self,
-        kind: &KindInfo,
-        ns: Option<&str>,
-        label: &str,
-        value: &str,
-    ) -> Vec<Arc<Value>>;
-}
 
-/// A plain list function reads as a store with no indexes (the hooks' unit tests use one).
-impl<F: Fn(&KindInfo, Option<&str>) -> Vec<Arc<Value>>> Reader for F {
-    fn list(&self, kind: &KindInfo, ns: Option<&str>) -> Vec<Arc<Value>> {
-        self(kind, ns)
-    }
-
-    /// As the store's: a namespaced object is found only in the namespace named (none
-    /// named finds none), however many namespaces the list covers.
+    /// The object of `kind` named `name` in `ns`, if any: a namespaced object only in the
+    /// namespace named (none named finds none). Found in [`Self::list`] unless the reader
+    /// has an index.
     fn get(&self, kind: &KindInfo, ns: Option<&str>, name: &str) -> Option<Arc<Value>> {
         if kind.namespaced && ns.is_none() {
             return None;
         }
-        self(kind, ns).into_iter().find(|o| {
+        self.list(kind, ns).into_iter().find(|o| {
             meta_str(o, "name") == Some(name)
                 && (!kind.namespaced || meta_str(o, "namespace") == ns)
         })
     }
 
+    /// The objects of `kind` in `ns` labelled `label=value`, sorted by key. Filtered from
+    /// [`Self::list`] unless the reader has an index.
     fn labelled(
         &self,
         kind: &KindInfo,
@@ -120,7 +106,7 @@ impl<F: Fn(&KindInfo, Option<&str>) -> Vec<Arc<Value>>> Reader for F {
         label: &str,
         value: &str,
     ) -> Vec<Arc<Value>> {
-        self(kind, ns)
+        self.list(kind, ns)
             .into_iter()
             .filter(|o| {
                 o.lookup("/metadata/labels")
@@ -129,6 +115,13 @@ impl<F: Fn(&KindInfo, Option<&str>) -> Vec<Arc<Value>>> Reader for F {
                     == Some(value)
             })
             .collect()
+    }
+}
+
+/// A plain list function reads as a store with no indexes (the hooks' unit tests use one).
+impl<F: Fn(&KindInfo, Option<&str>) -> Vec<Arc<Value>>> Reader for F {
+    fn list(&self, kind: &KindInfo, ns: Option<&str>) -> Vec<Arc<Value>> {
+        self(kind, ns)
     }
 }
 
