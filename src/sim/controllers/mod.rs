@@ -180,61 +180,11 @@ fn initial_keys<R: Reconciler>(ctx: &Ctx, r: &R) -> Vec<ObjKey> {
         .collect()
 }
 
-/// Runs a controller until the simulator shuts down.
-pub fn spawn<R: Reconciler>(ctx: Ctx, r: R) -> tokio::task::JoinHandle<()> {
-    if r.workers() > 1 {
-        return spawn_workers(ctx, r);
-    }
-    tokio::spawn(async move {
-        let mut events = ctx.store.events();
-        let mut shutdown = ctx.shutdown.clone();
-        let mut queue = Queue::default();
-        for k in initial_keys(&ctx, &r) {
-            queue.push(k, Instant::now());
-        }
-        loop {
-            let next_due = queue.next_due();
-            let sleep = async {
-                match next_due {
-                    Some(t) => tokio::time::sleep_until(t).await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                _ = shutdown.changed() => return,
-                ev = events.recv() => match ev {
-                    Ok(ev) => queue.take(&r, &ev),
-                    Err(RecvError::Lagged(_)) => queue.relist(&ctx, &r),
-                    Err(RecvError::Closed) => return,
-                },
-                _ = sleep => {}
-            }
-            // Every change already published joins the queue before any reconcile, so a
-            // burst of changes to one object (or to a WorkspaceKind's Workspaces) becomes one
-            // reconcile, as a controller-runtime queue coalesces keys while its worker is busy.
-            loop {
-                match events.try_recv() {
-                    Ok(ev) => queue.take(&r, &ev),
-                    Err(TryRecvError::Lagged(_)) => queue.relist(&ctx, &r),
-                    Err(TryRecvError::Empty) => break,
-                    Err(TryRecvError::Closed) => return,
-                }
-            }
-            let now = Instant::now();
-            let mut since_nudge = now;
-            while let Some((k, at)) = queue.pop_due(now) {
-                match reconcile_one(&ctx, &r, &k, at).await {
-                    None => return,
-                    Some(Next::Done) => {}
-                    Some(Next::After(d)) => queue.push(k, Instant::now() + d),
-                }
-                if since_nudge.elapsed() >= NUDGE_EVERY {
-                    Nudge(false).await;
-                    since_nudge = Instant::now();
-                }
-            }
-        }
-    })
+/// Every primary key again, due now, after the controller missed events (see
+/// [`Reconciler::missed_events`]).
+fn relisted<R: Reconciler>(ctx: &Ctx, r: &R) -> Vec<ObjKey> {
+    r.missed_events();
+    initial_keys(ctx, r)
 }
 
 /// A queue shared by a controller's workers, as client-go's workqueue is: a key is handed to
@@ -277,9 +227,10 @@ impl SharedQueue {
     }
 }
 
-/// Runs a controller with [`Reconciler::workers`] workers over one [`SharedQueue`]: one
-/// task takes the change feed into the queue, each worker takes the first due key.
-fn spawn_workers<R: Reconciler>(ctx: Ctx, r: R) -> tokio::task::JoinHandle<()> {
+/// Runs a controller until the simulator shuts down: [`Reconciler::workers`] workers (one
+/// unless the controller asks for more) over one [`SharedQueue`]. One task takes the change
+/// feed into the queue, each worker takes the first due key.
+pub fn spawn<R: Reconciler>(ctx: Ctx, r: R) -> tokio::task::JoinHandle<()> {
     let r = Arc::new(r);
     let workers = r.workers();
     let shared = Arc::new(std::sync::Mutex::new(SharedQueue::default()));
@@ -306,6 +257,9 @@ fn spawn_workers<R: Reconciler>(ctx: Ctx, r: R) -> tokio::task::JoinHandle<()> {
                     Err(RecvError::Closed) => return,
                 },
             }
+            // Every change already published joins the queue at once, before a worker is
+            // woken, so a burst of changes to one object (or to a WorkspaceKind's Workspaces)
+            // becomes one reconcile, as a controller-runtime queue coalesces keys.
             loop {
                 match events.try_recv() {
                     Ok(ev) => batch.push(Some(ev)),
@@ -324,9 +278,8 @@ fn spawn_workers<R: Reconciler>(ctx: Ctx, r: R) -> tokio::task::JoinHandle<()> {
                             r.keys_for(&ev).into_iter().map(|k| (k, at)).collect()
                         }
                         None => {
-                            r.missed_events();
                             let now = Instant::now();
-                            let all = initial_keys(&ctx, &*r);
+                            let all = relisted(&ctx, &*r);
                             all.into_iter().map(|k| (k, now)).collect::<Vec<_>>()
                         }
                     };
@@ -349,7 +302,7 @@ pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// One worker of [`spawn_workers`].
+/// One worker of [`spawn`].
 async fn work<R: Reconciler>(
     ctx: Ctx,
     r: Arc<R>,
@@ -450,23 +403,6 @@ struct Queue {
 }
 
 impl Queue {
-    /// Queues the keys `ev` affects, due at its commit.
-    fn take<R: Reconciler>(&mut self, r: &R, ev: &Event) {
-        let at = Instant::from_std(ev.at);
-        for k in r.keys_for(ev) {
-            self.push(k, at);
-        }
-    }
-
-    /// Queues every primary object now (after missing events).
-    fn relist<R: Reconciler>(&mut self, ctx: &Ctx, r: &R) {
-        r.missed_events();
-        let now = Instant::now();
-        for k in initial_keys(ctx, r) {
-            self.push(k, now);
-        }
-    }
-
     fn push(&mut self, k: ObjKey, at: Instant) {
         self.seq += 1;
         match self.due.get(&k) {

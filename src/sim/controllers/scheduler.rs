@@ -598,7 +598,7 @@ mod tests {
         delete_pod("p1");
         s.reconcile(&ctx, &key("p2")).await;
         assert!(unschedulable("p2"), "scheduled from the cache");
-        crate::sim::controllers::Queue::default().relist(&ctx, &s);
+        crate::sim::controllers::relisted(&ctx, &s);
         s.reconcile(&ctx, &key("p2")).await;
         assert_eq!(node_of("p2").as_deref(), Some("a"));
 
