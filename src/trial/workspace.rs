@@ -59,6 +59,9 @@ pub struct Trial {
     watch: Option<WorkspaceWatch>,
     /// The files written through exec before the pause (the stateless kind's check).
     pub editor: Option<super::EditorFiles>,
+    /// The Workspace as the last [`Trial::wait_state`] saw it, taken by the next pause or
+    /// resume request as its first guess of the current version ([`ws::set_paused_from`]).
+    last_seen: std::sync::Mutex<Option<Workspace>>,
 }
 
 impl Trial {
@@ -116,6 +119,7 @@ impl Trial {
             resumed: None,
             watch: None,
             editor: None,
+            last_seen: Default::default(),
         }
     }
 
@@ -171,13 +175,16 @@ impl Trial {
             })
             .await?
         };
-        match seen.and_then(|w| w.metadata.uid) {
+        match seen.as_ref().and_then(|w| w.metadata.uid.clone()) {
             Some(theirs) if theirs != self.uid => Err(TrialError::Replaced {
                 workspace: format!("{ns}/{name}"),
                 ours: self.uid.clone(),
                 theirs,
             }),
-            _ => Ok(self.watch.as_ref().and_then(|w| w.first(state))),
+            _ => {
+                *self.last_seen.lock().unwrap_or_else(|e| e.into_inner()) = seen;
+                Ok(self.watch.as_ref().and_then(|w| w.first(state)))
+            }
         }
     }
 
@@ -247,7 +254,8 @@ impl Trial {
         self.node_before_pause = pods.iter().find_map(|p| p.spec.as_ref()?.node_name.clone());
         let (ns, name) = (&self.workspace.namespace, &self.workspace.name);
         let at = Seen::now();
-        ws::set_paused(&self.client, ns, name, &self.uid, true).await?;
+        let seen = self.take_last_seen();
+        ws::set_paused_from(&self.client, ns, name, &self.uid, true, seen).await?;
         Ok(at)
     }
 
@@ -323,8 +331,17 @@ impl Trial {
         let at = Seen::now();
         self.resumed = Some(Resumed { watch: pods, at });
         let (ns, name) = (&self.workspace.namespace, &self.workspace.name);
-        ws::set_paused(&self.client, ns, name, &self.uid, false).await?;
+        let seen = self.take_last_seen();
+        ws::set_paused_from(&self.client, ns, name, &self.uid, false, seen).await?;
         Ok(at)
+    }
+
+    /// What the last wait saw of the Workspace, once.
+    fn take_last_seen(&self) -> Option<Workspace> {
+        self.last_seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
     }
 
     /// Deletes the Workspace, bound to its uid (a namesake is not deleted).

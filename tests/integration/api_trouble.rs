@@ -328,25 +328,48 @@ async fn wait_state(api: &Api<Workspace>, name: &str, state: WorkspaceState) {
         .unwrap_or_else(|e| panic!("{e}"));
 }
 
-/// One Workspace's life through the harness's platform code; returns what cleanup did.
-async fn lifecycle(client: kube::Client, name: String) -> Vec<ledger::CleanupResult> {
+/// Creates Workspace `name` (and its home) labelled for `run`, through the harness's
+/// platform code, and waits until it is Running; returns its ledger and uid.
+async fn running(client: &kube::Client, name: &str, run: &str) -> (Ledger, String) {
     let new = NewWorkspace {
         namespace: NS.into(),
-        name: name.clone(),
+        name: name.into(),
         kind: "jupyterlab-resumable".into(),
         image_config: "jupyterlab-gpu".into(),
         pod_config: "gpu_t4_spot".into(),
         home_pvc: format!("{name}-home"),
         home_size: "1Gi".into(),
-        labels: run_labels("api-trouble-c"),
+        labels: run_labels(run),
         annotations: Default::default(),
     };
     let mut ledger = Ledger::default();
-    ws::create_home(&client, &mut ledger, &new).await.unwrap();
-    let created = ws::create(&client, &mut ledger, &new).await.unwrap();
-    let uid = created.metadata.uid.unwrap();
+    ws::create_home(client, &mut ledger, &new).await.unwrap();
+    let created = ws::create(client, &mut ledger, &new).await.unwrap();
     let api: Api<Workspace> = Api::namespaced(client.clone(), NS);
-    wait_state(&api, &name, WorkspaceState::Running).await;
+    wait_state(&api, name, WorkspaceState::Running).await;
+    (ledger, created.metadata.uid.unwrap())
+}
+
+/// Cleans up what `ledger` holds of `run` and checks nothing leaked.
+async fn cleaned_up(client: &kube::Client, ledger: &Ledger, run: &str) {
+    let claim = wsgate::platform::ownership::Claim::Run(run.into());
+    for r in ledger
+        .cleanup(client, &claim, Duration::from_secs(30), false)
+        .await
+    {
+        assert!(
+            !matches!(r.outcome, CleanupOutcome::Leaked(_)),
+            "{}: {:?}",
+            r.object,
+            r.outcome
+        );
+    }
+}
+
+/// One Workspace's life through the harness's platform code; returns what cleanup did.
+async fn lifecycle(client: kube::Client, name: String) -> Vec<ledger::CleanupResult> {
+    let (ledger, uid) = running(&client, &name, "api-trouble-c").await;
+    let api: Api<Workspace> = Api::namespaced(client.clone(), NS);
     ws::set_paused(&client, NS, &name, &uid, true)
         .await
         .unwrap();
@@ -686,27 +709,8 @@ async fn a_pause_applied_but_answered_500_is_not_sent_again() {
     // Held past a second: a second pause would carry a new whole-second stamp.
     let (client, log) = commit_then_fail(sim.config().await.unwrap(), Duration::from_millis(1200));
     let name = "pause-once".to_string();
-    let new = NewWorkspace {
-        namespace: NS.into(),
-        name: name.clone(),
-        kind: "jupyterlab-resumable".into(),
-        image_config: "jupyterlab-gpu".into(),
-        pod_config: "gpu_t4_spot".into(),
-        home_pvc: format!("{name}-home"),
-        home_size: "1Gi".into(),
-        labels: run_labels("api-trouble-p"),
-        annotations: Default::default(),
-    };
-    let mut ledger = Ledger::default();
-    ws::create_home(&client, &mut ledger, &new).await.unwrap();
-    let uid = ws::create(&client, &mut ledger, &new)
-        .await
-        .unwrap()
-        .metadata
-        .uid
-        .unwrap();
+    let (ledger, uid) = running(&client, &name, "api-trouble-p").await;
     let api: Api<Workspace> = Api::namespaced(client.clone(), NS);
-    wait_state(&api, &name, WorkspaceState::Running).await;
 
     ws::set_paused(&client, NS, &name, &uid, true)
         .await
@@ -734,17 +738,73 @@ async fn a_pause_applied_but_answered_500_is_not_sent_again() {
         .await
         .unwrap();
     assert_eq!(log.lock().unwrap().statuses.len(), 2);
-    let claim = wsgate::platform::ownership::Claim::Run("api-trouble-p".into());
-    for r in ledger
-        .cleanup(&client, &claim, Duration::from_secs(30), false)
+    cleaned_up(&client, &ledger, "api-trouble-p").await;
+    assert!(sim.failure().is_none());
+}
+
+/// A pause or resume that starts from the Workspace a watch last saw sends its patch at
+/// once when that version is current (one request), reads the Workspace again when it is
+/// not (the patch carries the seen `resourceVersion`: 409, a read, the patch), and decides
+/// that nothing need be sent only from a fresh read.
+#[tokio::test]
+async fn a_pause_from_a_seen_version_sends_one_request_and_a_stale_one_reads_again() {
+    let sim = crate::common::start_platform(|_| {}).await;
+    let client = target::connect(sim.config().await.unwrap(), policy(3))
         .await
-    {
-        assert!(
-            !matches!(r.outcome, CleanupOutcome::Leaked(_)),
-            "{}: {:?}",
-            r.object,
-            r.outcome
-        );
-    }
+        .unwrap();
+    let name = "seen".to_string();
+    let (ledger, uid) = running(&client, &name, "api-trouble-s").await;
+    let api: Api<Workspace> = Api::namespaced(client.clone(), NS);
+    let requests = || sim.api_fault_counts().requests;
+
+    // Stale: someone wrote after it was seen.
+    let stale = api.get(&name).await.unwrap();
+    let touch = json!({"metadata": {"annotations": {"example.com/touched": "yes"}}});
+    api.patch(&name, &PatchParams::default(), &Patch::Merge(touch))
+        .await
+        .unwrap();
+    let before = requests();
+    ws::set_paused_from(&client, NS, &name, &uid, true, Some(stale))
+        .await
+        .unwrap();
+    assert_eq!(requests() - before, 3, "409, the read, the patch");
+    assert!(wsgate::platform::idle::pause_started(
+        &api.get(&name).await.unwrap()
+    ));
+    wait_state(&api, &name, WorkspaceState::Paused).await;
+
+    // Current: the patch alone.
+    let current = api.get(&name).await.unwrap();
+    let before = requests();
+    ws::set_paused_from(&client, NS, &name, &uid, false, Some(current.clone()))
+        .await
+        .unwrap();
+    assert_eq!(requests() - before, 1, "the patch alone");
+    assert!(!api.get(&name).await.unwrap().spec.paused);
+
+    // Seen paused, but resumed since: the patch meets 409, and a fresh read decides that
+    // nothing is to be sent.
+    let before = requests();
+    ws::set_paused_from(&client, NS, &name, &uid, false, Some(current))
+        .await
+        .unwrap();
+    assert_eq!(
+        requests() - before,
+        2,
+        "the patch (409: it changed since it was seen), then a read that shows it resumed"
+    );
+    wait_state(&api, &name, WorkspaceState::Running).await;
+    let seen_running = api.get(&name).await.unwrap();
+    let before = requests();
+    ws::set_paused_from(&client, NS, &name, &uid, false, Some(seen_running))
+        .await
+        .unwrap();
+    assert_eq!(
+        requests() - before,
+        1,
+        "a read: already running, nothing sent"
+    );
+
+    cleaned_up(&client, &ledger, "api-trouble-s").await;
     assert!(sim.failure().is_none());
 }
