@@ -214,10 +214,11 @@ pub async fn set_paused(
 }
 
 /// [`set_paused`], whose first attempt starts from `seen`, the Workspace as a watch last saw
-/// it, instead of reading it: one request fewer when it is still current. It is trusted only
-/// to send the patch, which its `resourceVersion` binds to that very version (a stale one
-/// gets 409 Conflict, and the Workspace is read); a `seen` that is not ours or says nothing
-/// need be sent is read again before anything is decided.
+/// it, instead of reading it: one request fewer when it is still current, one more (a 409)
+/// when it is not. It is trusted only to send the patch, which its `resourceVersion` binds
+/// to that very version (a stale one gets 409 Conflict, and the Workspace is read); a
+/// `seen` that is not ours, has no `resourceVersion` or says nothing need be sent is
+/// dropped, and a read decides.
 pub async fn set_paused_from(
     client: &kube::Client,
     namespace: &str,
@@ -237,10 +238,14 @@ pub async fn set_paused_from(
     };
     let mut seen = seen.filter(|w| {
         w.metadata.uid.as_deref() == Some(uid)
-            && w.metadata.resource_version.is_some()
+            && w.metadata
+                .resource_version
+                .as_deref()
+                .is_some_and(|v| !v.is_empty())
             && !requested(w)
     });
-    for _ in 0..SET_PAUSED_ATTEMPTS {
+    // The seen version's attempt is not one of the rounds that read.
+    for _ in 0..SET_PAUSED_ATTEMPTS + u32::from(seen.is_some()) {
         let current = match seen.take() {
             Some(w) => w,
             None => api

@@ -154,6 +154,7 @@ impl Trial {
         state: WorkspaceState,
     ) -> Result<Option<Seen>, TrialError> {
         let (ns, name) = (&self.workspace.namespace, &self.workspace.name);
+        self.take_last_seen();
         let seen = if state == WorkspaceState::Paused {
             match pause::until_paused(&self.client, ns, name, wf).await {
                 Ok(seen) => seen,
@@ -254,7 +255,11 @@ impl Trial {
         self.node_before_pause = pods.iter().find_map(|p| p.spec.as_ref()?.node_name.clone());
         let (ns, name) = (&self.workspace.namespace, &self.workspace.name);
         let at = Seen::now();
-        let seen = self.take_last_seen();
+        // Storing the marker or writing files since the wait is activity, and the culler's
+        // probes rewrite a Running Workspace's status: the version seen then is stale now,
+        // and starting from it would cost a 409. A Paused one is left alone until resumed.
+        let fresh = self.marked.is_none() && self.editor.is_none();
+        let seen = self.take_last_seen().filter(|_| fresh);
         ws::set_paused_from(&self.client, ns, name, &self.uid, true, seen).await?;
         Ok(at)
     }
