@@ -167,10 +167,12 @@ impl WsWorld {
         Ok(self.trial()?.uid.clone())
     }
 
-    /// Sets one annotation on the scenario's Workspace, bound to its uid.
+    /// Sets one annotation on the scenario's Workspace, bound to its uid (the version the
+    /// trial's last wait saw is then stale: forgotten).
     pub async fn annotate_ws(&self, key: &str, value: &str) -> Result<(), String> {
         let new = self.ws()?;
         let uid = self.ws_uid()?;
+        self.trial()?.forget_seen();
         crate::platform::workspace::annotate(
             &self.ctx.client,
             &new.namespace,

@@ -187,7 +187,8 @@ pub async fn create(
 }
 
 /// How many times [`set_paused`] reads the Workspace and patches it when the patch meets a
-/// newer version (a controller wrote in between, or an earlier attempt of ours went through).
+/// newer version (a controller wrote in between, or an earlier attempt of ours went through);
+/// [`set_paused_from`]'s attempt with the seen version comes on top.
 const SET_PAUSED_ATTEMPTS: u32 = 6;
 
 /// Requests pause (`true`) or resume (`false`) with a merge patch of `spec.paused`, bound
@@ -245,7 +246,8 @@ pub async fn set_paused_from(
             && !requested(w)
     });
     // The seen version's attempt is not one of the rounds that read.
-    for _ in 0..SET_PAUSED_ATTEMPTS + u32::from(seen.is_some()) {
+    let attempts = SET_PAUSED_ATTEMPTS + u32::from(seen.is_some());
+    for _ in 0..attempts {
         let current = match seen.take() {
             Some(w) => w,
             None => api
@@ -284,7 +286,7 @@ pub async fn set_paused_from(
     Err(WorkspaceError::KeptChanging {
         action,
         object: format!("Workspace {namespace}/{name}"),
-        attempts: SET_PAUSED_ATTEMPTS,
+        attempts,
     })
 }
 

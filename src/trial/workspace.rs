@@ -147,7 +147,9 @@ impl Trial {
     /// Waits for `state` within `wf`. A pause waits for the checkpoint too (a failed one
     /// ends the wait with why, a slow one says where the snapshots stood). A Workspace seen
     /// with another uid is a namesake: the trial stops and leaves it alone. Returns when the
-    /// state was first seen, as the watch of a watched pause or resume saw it.
+    /// state was first seen, as the watch of a watched pause or resume saw it. Keeps the
+    /// Workspace it ended on for the next pause or resume (see [`Trial::pause`]), and
+    /// forgets the one an earlier wait kept.
     pub async fn wait_state(
         &self,
         wf: &WaitFor,
@@ -249,15 +251,17 @@ impl Trial {
     }
 
     /// Requests the pause (once: see [`ws::set_paused`]), after noting the node its pod runs
-    /// on. Returns when it was requested.
+    /// on, starting from the version the last wait saw unless the marker was stored or files
+    /// were written since ([`ws::set_paused_from`]). Returns when it was requested.
     pub async fn pause(&mut self) -> Result<Seen, TrialError> {
         let pods = self.pods().await?;
         self.node_before_pause = pods.iter().find_map(|p| p.spec.as_ref()?.node_name.clone());
         let (ns, name) = (&self.workspace.namespace, &self.workspace.name);
         let at = Seen::now();
-        // Storing the marker or writing files since the wait is activity, and the culler's
-        // probes rewrite a Running Workspace's status: the version seen then is stale now,
-        // and starting from it would cost a 409. A Paused one is left alone until resumed.
+        // The culler's probes rewrite a Running Workspace's status now and then: after the
+        // seconds that storing the marker or writing files takes, the version seen by the
+        // wait is likely stale, and starting from it would cost a 409. A Paused Workspace is
+        // left alone until resumed.
         let fresh = self.marked.is_none() && self.editor.is_none();
         let seen = self.take_last_seen().filter(|_| fresh);
         ws::set_paused_from(&self.client, ns, name, &self.uid, true, seen).await?;
@@ -339,6 +343,12 @@ impl Trial {
         let seen = self.take_last_seen();
         ws::set_paused_from(&self.client, ns, name, &self.uid, false, seen).await?;
         Ok(at)
+    }
+
+    /// Forgets what the last wait saw of the Workspace, after a step that wrote to it: the
+    /// next pause or resume then reads it first.
+    pub fn forget_seen(&self) {
+        self.take_last_seen();
     }
 
     /// What the last wait saw of the Workspace, once.

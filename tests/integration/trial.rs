@@ -95,6 +95,87 @@ async fn marks_are_stamped_when_the_watch_saw_them_not_when_asked() {
     sim.shutdown().await;
 }
 
+/// A trial's pause and resume start from the Workspace its last wait saw: no read before
+/// the patch. After files were written (or the marker stored), or after a step that wrote to
+/// the Workspace ([`Trial::forget_seen`]), they read first. Requests counted by the simulator.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trial_pauses_and_resumes_from_what_its_last_wait_saw() {
+    use std::sync::Arc;
+    use wsgate::platform::attempts::AttemptWatch;
+    // Activity probes every 100 s: a failed probe's status write cannot add a 409.
+    let sim = crate::common::start_platform(|p| p.timing.activity_scale = 1.0).await;
+    let client = sim.client().await.unwrap();
+    let cfg = wsgate::config::load(&wsgate::config::LoadRequest::default())
+        .expect("the embedded defaults load")
+        .config;
+    let labels = ledger::labels(
+        "trial-seen",
+        chrono::Utc::now() + chrono::Duration::hours(1),
+    );
+    let new = Trial::from_config(&cfg, "trial-seen".into(), labels, Default::default());
+    let mut ledger = Ledger::default();
+    let mut trial = Trial::create(&client, &mut ledger, new).await.unwrap();
+    let wf = |state: WorkspaceState| {
+        let mut wf = WaitFor::new("trial-test", BUDGET, format!("be {state}"));
+        wf.progress_every = None;
+        wf
+    };
+    let requests = || sim.api_fault_counts().requests;
+    let pods = Arc::new(AttemptWatch::start(&client, NS, BUDGET).await.unwrap());
+
+    trial
+        .wait_state(&wf(WorkspaceState::Running), WorkspaceState::Running)
+        .await
+        .unwrap();
+    let before = requests();
+    trial.pause().await.unwrap();
+    assert_eq!(
+        requests() - before,
+        2,
+        "the pod list and the patch, no read"
+    );
+    trial
+        .wait_state(&wf(WorkspaceState::Paused), WorkspaceState::Paused)
+        .await
+        .unwrap();
+    let before = requests();
+    trial.resume_under(pods.clone()).await.unwrap();
+    assert_eq!(requests() - before, 1, "the patch alone");
+
+    trial
+        .wait_state(&wf(WorkspaceState::Running), WorkspaceState::Running)
+        .await
+        .unwrap();
+    trial.editor = Some(wsgate::trial::EditorFiles {
+        before: Default::default(),
+    });
+    let before = requests();
+    trial.pause().await.unwrap();
+    assert_eq!(
+        requests() - before,
+        3,
+        "after files were written: the pod list, a read, the patch"
+    );
+    trial
+        .wait_state(&wf(WorkspaceState::Paused), WorkspaceState::Paused)
+        .await
+        .unwrap();
+    trial.forget_seen();
+    let before = requests();
+    trial.resume_under(pods).await.unwrap();
+    assert_eq!(
+        requests() - before,
+        2,
+        "after forget_seen: a read, then the patch"
+    );
+    trial
+        .wait_state(&wf(WorkspaceState::Running), WorkspaceState::Running)
+        .await
+        .unwrap();
+    assert!(sim.failure().is_none());
+    sim.shutdown().await;
+}
+
 /// The stateless kind's check: files written through exec come back after a pause with the
 /// same checksums (FilesKept) and one removed is named (FilesLost). A kind whose code-server
 /// keeps its data outside the home volume (`XDG_DATA_HOME` under /tmp, as gke-labs'
