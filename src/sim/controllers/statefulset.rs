@@ -13,6 +13,12 @@ use crate::sim::store::{DeleteOptions, Event};
 
 pub struct StatefulSetController;
 
+/// kube-controller-manager's `--concurrent-statefulset-syncs` default: five StatefulSets are
+/// synced at once, by five workers over one queue (`kubernetes/kubernetes`
+/// `pkg/controller/statefulset/config/v1alpha1/defaults.go`, `ConcurrentStatefulSetSyncs`;
+/// `cmd/kube-controller-manager/app/apps.go` runs the controller with that many workers).
+const CONCURRENT_STATEFULSET_SYNCS: usize = 5;
+
 fn owner_sts(pod: &Value) -> Option<String> {
     pod.lookup("/metadata/ownerReferences")
         .and_then(Value::as_array)?
@@ -55,6 +61,10 @@ impl Reconciler for StatefulSetController {
                 .collect(),
             _ => Vec::new(),
         }
+    }
+
+    fn workers(&self) -> usize {
+        CONCURRENT_STATEFULSET_SYNCS
     }
 
     async fn reconcile(&self, ctx: &Ctx, key: &ObjKey) -> Next {
