@@ -30,20 +30,23 @@ async fn reach(client: &kube::Client, name: &str, state: WorkspaceState) {
         .unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// A trial of the embedded defaults' Workspace `name`, created (its ledger is not kept:
+/// the simulator goes with the test).
+async fn created(client: &kube::Client, name: &str) -> Trial {
+    let cfg = wsgate::config::load(&wsgate::config::LoadRequest::default())
+        .expect("the embedded defaults load")
+        .config;
+    let labels = ledger::labels(name, chrono::Utc::now() + chrono::Duration::hours(1));
+    let new = Trial::from_config(&cfg, name.into(), labels, Default::default());
+    let mut ledger = Ledger::default();
+    Trial::create(client, &mut ledger, new).await.unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn marks_are_stamped_when_the_watch_saw_them_not_when_asked() {
     let sim = crate::common::start_platform(|_| {}).await;
     let client = sim.client().await.unwrap();
-    let cfg = wsgate::config::load(&wsgate::config::LoadRequest::default())
-        .expect("the embedded defaults load")
-        .config;
-    let labels = ledger::labels(
-        "trial-stamps",
-        chrono::Utc::now() + chrono::Duration::hours(1),
-    );
-    let new = Trial::from_config(&cfg, "trial-stamps".into(), labels, Default::default());
-    let mut ledger = Ledger::default();
-    let mut trial = Trial::create(&client, &mut ledger, new).await.unwrap();
+    let mut trial = created(&client, "trial-stamps").await;
     let mut wf = WaitFor::new("trial-test", BUDGET, "be Running");
     wf.progress_every = None;
     let unwatched = trial
@@ -105,16 +108,7 @@ async fn a_trial_pauses_and_resumes_from_what_its_last_wait_saw() {
     // Activity probes every 100 s: a failed probe's status write cannot add a 409.
     let sim = crate::common::start_platform(|p| p.timing.activity_scale = 1.0).await;
     let client = sim.client().await.unwrap();
-    let cfg = wsgate::config::load(&wsgate::config::LoadRequest::default())
-        .expect("the embedded defaults load")
-        .config;
-    let labels = ledger::labels(
-        "trial-seen",
-        chrono::Utc::now() + chrono::Duration::hours(1),
-    );
-    let new = Trial::from_config(&cfg, "trial-seen".into(), labels, Default::default());
-    let mut ledger = Ledger::default();
-    let mut trial = Trial::create(&client, &mut ledger, new).await.unwrap();
+    let mut trial = created(&client, "trial-seen").await;
     let wf = |state: WorkspaceState| {
         let mut wf = WaitFor::new("trial-test", BUDGET, format!("be {state}"));
         wf.progress_every = None;
