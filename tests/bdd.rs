@@ -1,12 +1,15 @@
 //! The verification suite against the embedded simulator, exactly as a user runs it:
-//! `wsgate run` from the project directory. First on a healthy simulator, where every
-//! scenario must pass; then the fault matrix of `docs/fault-matrix.md`: one run per simulator
-//! fault (or group of faults), where the suite must fail the scenarios the table names, each
-//! for the reason it names, and pass every other one. Zero false passes, zero false failures.
-//! `harness = false`: this is the test's main, and it ends with a `N passed, N failed` line.
+//! `wsgate run` from the project directory. On a healthy simulator, where every scenario
+//! must pass; and the fault matrix of `docs/fault-matrix.md`: one run per simulator fault
+//! (or group of faults), where the suite must fail the scenarios the table names, each for
+//! the reason it names, and pass every other scenario of the healthy run. Zero false passes,
+//! zero false failures. `harness = false`: this is the test's main, and it ends with a
+//! `N passed, N failed` line.
 //!
-//! `WSGATE_BDD_JOBS` (default 4) runs that many fault runs at once; each has its own simulator
-//! (a fault run keeps about half a core busy, most of it in its Jupyter processes).
+//! `WSGATE_BDD_JOBS` (default 4) runs that many runs at once, the healthy one first among
+//! them; each has its own simulator (a run keeps about half a core busy, most of it in its
+//! Jupyter processes). Each run's time is printed as it finishes; the verdicts follow once
+//! all have finished, since a fault run is judged against the healthy run's scenarios.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -203,6 +206,9 @@ struct Ran {
     output: String,
     faults_injected: std::collections::BTreeMap<String, u64>,
 }
+
+/// What one run gave, or why it gave nothing, and how many seconds it took.
+type Finished = (Result<Ran, String>, u64);
 
 fn run_suite(root: &Path, run: &Run) -> Result<Ran, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
@@ -492,83 +498,112 @@ fn main() -> ExitCode {
     );
     let (mut passed, mut failed) = (0, 0);
 
-    // The healthy run first: every scenario passes, and its scenarios are the full list.
+    // The healthy run and the fault runs share the workers: a run keeps about half a core
+    // busy, so the healthy run alone would leave most of the machine idle. The healthy run
+    // goes first (it is the longest) and is judged first: its scenarios are the full list
+    // every fault run is judged against.
     let healthy = Run {
         faults: Vec::new(),
         fails: Vec::new(),
         alone: false,
         exits: None,
     };
-    println!("\n=== bdd: {} ===", healthy.name());
-    let names: BTreeSet<String> = match run_suite(root, &healthy) {
-        Ok(ran) => {
+    let all: Vec<&Run> = std::iter::once(&healthy).chain(&matrix.runs).collect();
+    let jobs: usize = std::env::var("WSGATE_BDD_JOBS")
+        .ok()
+        .and_then(|j| j.parse().ok())
+        .filter(|j| *j > 0)
+        .unwrap_or(4);
+    println!(
+        "bdd: the healthy run and {} fault runs, {jobs} at a time",
+        matrix.runs.len()
+    );
+    let queue = Mutex::new(all.iter().copied().enumerate());
+    let finished: Mutex<Vec<Option<Finished>>> = Mutex::new(all.iter().map(|_| None).collect());
+    let began = std::time::Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..jobs {
+            s.spawn(|| {
+                loop {
+                    let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
+                    let Some((i, run)) = next else { break };
+                    let started = std::time::Instant::now();
+                    let result = run_suite(root, run);
+                    let took = started.elapsed().as_secs();
+                    println!(
+                        "=== bdd: {} finished in {took} s ({} s since the first run began)",
+                        run.name(),
+                        began.elapsed().as_secs()
+                    );
+                    finished.lock().unwrap_or_else(|e| e.into_inner())[i] = Some((result, took));
+                }
+            });
+        }
+    });
+    let mut finished = finished.into_inner().unwrap_or_else(|e| e.into_inner());
+
+    println!("\n=== bdd: verdicts");
+    let names: BTreeSet<String> = match finished[0].take() {
+        Some((Ok(ran), took)) => {
             let names = ran.outcomes.iter().map(|(n, _, _)| n.clone()).collect();
             let problems = judge(&healthy, &ran, &names);
             if problems.is_empty() && !ran.outcomes.is_empty() {
                 println!(
-                    "=== bdd: healthy simulator: {} scenarios passed",
+                    "=== bdd: healthy simulator: {} scenarios passed ({took} s)",
                     ran.outcomes.len()
                 );
                 passed += 1;
             } else {
                 println!(
-                    "=== bdd: healthy simulator: NOT as expected:\n  {}",
+                    "=== bdd: healthy simulator: NOT as expected ({took} s):\n  {}",
                     problems.join("\n  ")
                 );
                 failed += 1;
             }
             names
         }
-        Err(e) => {
-            println!("=== bdd: healthy simulator: NOT as expected:\n  {e}");
+        Some((Err(e), took)) => {
+            println!("=== bdd: healthy simulator: NOT as expected ({took} s):\n  {e}");
+            failed += 1;
+            BTreeSet::new()
+        }
+        None => {
+            println!("=== bdd: healthy simulator: NOT as expected: it did not run");
             failed += 1;
             BTreeSet::new()
         }
     };
-
-    let jobs: usize = std::env::var("WSGATE_BDD_JOBS")
-        .ok()
-        .and_then(|j| j.parse().ok())
-        .filter(|j| *j > 0)
-        .unwrap_or(4);
-    let queue = Mutex::new(matrix.runs.iter());
-    let results = Mutex::new(Vec::new());
-    std::thread::scope(|s| {
-        for _ in 0..jobs {
-            s.spawn(|| {
-                loop {
-                    let next = queue.lock().unwrap().next();
-                    let Some(run) = next else { break };
-                    let result = run_suite(root, run);
-                    let verdict = match &result {
-                        Ok(ran) => {
-                            let problems = judge(run, ran, &names);
-                            println!(
-                                "=== bdd: {}: {} (faults acted: {:?})",
-                                run.name(),
-                                if problems.is_empty() {
-                                    "as expected".to_string()
-                                } else {
-                                    format!("NOT as expected:\n  {}", problems.join("\n  "))
-                                },
-                                ran.faults_injected
-                            );
-                            if !problems.is_empty() {
-                                print_observed(run, &ran.outcomes);
-                            }
-                            problems.is_empty()
-                        }
-                        Err(e) => {
-                            println!("=== bdd: {}: NOT as expected:\n  {e}", run.name());
-                            false
-                        }
-                    };
-                    results.lock().unwrap().push(verdict);
+    for (run, slot) in matrix.runs.iter().zip(finished.into_iter().skip(1)) {
+        let ok = match slot {
+            Some((Ok(ran), took)) => {
+                let problems = judge(run, &ran, &names);
+                println!(
+                    "=== bdd: {}: {} ({took} s; faults acted: {:?})",
+                    run.name(),
+                    if problems.is_empty() {
+                        "as expected".to_string()
+                    } else {
+                        format!("NOT as expected:\n  {}", problems.join("\n  "))
+                    },
+                    ran.faults_injected
+                );
+                if !problems.is_empty() {
+                    print_observed(run, &ran.outcomes);
                 }
-            });
-        }
-    });
-    for ok in results.into_inner().unwrap() {
+                problems.is_empty()
+            }
+            Some((Err(e), took)) => {
+                println!(
+                    "=== bdd: {}: NOT as expected ({took} s):\n  {e}",
+                    run.name()
+                );
+                false
+            }
+            None => {
+                println!("=== bdd: {}: NOT as expected: it did not run", run.name());
+                false
+            }
+        };
         if ok {
             passed += 1;
         } else {
