@@ -2,8 +2,8 @@
 //! `wsgate run` from the project directory. On a healthy simulator, where every scenario
 //! must pass; and the fault matrix of `docs/fault-matrix.md`: one run per simulator fault
 //! (or group of faults), where the suite must fail the scenarios the table names, each for
-//! the reason it names, and pass every other scenario of the healthy run. Zero false passes,
-//! zero false failures. `harness = false`: this is the test's main, and it ends with a
+//! the reason it names, and pass every other scenario it runs (the table says which it
+//! leaves out). Zero false passes, zero false failures. `harness = false`: this is the test's main, and it ends with a
 //! `N passed, N failed` line.
 //!
 //! `WSGATE_BDD_JOBS` (default 4) runs that many runs at once, the healthy one first among
@@ -35,8 +35,9 @@ const MATRIX_BUDGETS: &[&str] = &[
     "budgets.idle_pause=100",
 ];
 
-/// The most one `wsgate run` here may take (a healthy run takes about 4 minutes on two
-/// cores, a fault run 3 to 5 with others beside it); past it the run is stopped and fails.
+/// The most one `wsgate run` here may take (on two cores with three others beside it, a
+/// healthy run takes about 5 minutes, a fault run 3 to 5, checkpoint-hangs 8); past it the
+/// run is stopped and fails.
 const RUN_LIMIT_S: u64 = 1200;
 /// Seconds between the polite stop (SIGTERM, which lets wsgate clean up) and SIGKILL.
 const KILL_AFTER_S: u64 = 60;
@@ -252,10 +253,12 @@ fn run_suite(root: &Path, run: &Run) -> Result<Ran, String> {
             .arg(format!("sim.profile={}", path.display()));
     }
     // A known Jupyter token, so that the reports can be searched for it.
+    // Each run its own: runs overlap in time.
     let token = format!(
         "bdd-jupyter-token-{}-{}",
         std::process::id(),
-        run.name().len()
+        run.name()
+            .replace(|c: char| !c.is_ascii_alphanumeric(), "-")
     );
     cmd.env("WSGATE_JUPYTER_TOKEN", &token);
     let out = cmd
@@ -528,7 +531,17 @@ fn main() -> ExitCode {
                     let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
                     let Some((i, run)) = next else { break };
                     let started = std::time::Instant::now();
-                    let result = run_suite(root, run);
+                    // A panic here would end the scope with a panic and lose every verdict.
+                    let result =
+                        std::panic::catch_unwind(|| run_suite(root, run)).unwrap_or_else(|p| {
+                            Err(format!(
+                                "the test's own code panicked during the run: {}",
+                                p.downcast_ref::<&str>()
+                                    .map(|s| s.to_string())
+                                    .or_else(|| p.downcast_ref::<String>().cloned())
+                                    .unwrap_or_default()
+                            ))
+                        });
                     let took = started.elapsed().as_secs();
                     println!(
                         "=== bdd: {} finished in {took} s ({} s since the first run began)",
