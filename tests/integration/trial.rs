@@ -20,14 +20,28 @@ const BUDGET: Duration = Duration::from_secs(60);
 /// half of this before the question, and one taken when asked would be nearly none.
 const LATE: Duration = Duration::from_millis(1500);
 
+/// A wait of `BUDGET` for `what`, printing no progress.
+fn quiet(what: &str) -> WaitFor {
+    let mut wf = WaitFor::new("trial-test", BUDGET, what);
+    wf.progress_every = None;
+    wf
+}
+
 /// Waits for `state` without the trial, as an unrelated step would.
 async fn reach(client: &kube::Client, name: &str, state: WorkspaceState) {
     let api: Api<Workspace> = Api::namespaced(client.clone(), NS);
-    let mut wf = WaitFor::new("trial-test", BUDGET, format!("be {state}"));
-    wf.progress_every = None;
+    let wf = quiet(&format!("be {state}"));
     wait::until(&api, name, &wf, ws::describe, |o| ws::is_state(o, state))
         .await
         .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Waits for `state` through the trial, which keeps the Workspace it saw.
+async fn trial_reaches(trial: &Trial, state: WorkspaceState) {
+    trial
+        .wait_state(&quiet(&format!("be {state}")), state)
+        .await
+        .unwrap();
 }
 
 /// A trial of the embedded defaults' Workspace `name`, created (its ledger is not kept:
@@ -47,8 +61,7 @@ async fn marks_are_stamped_when_the_watch_saw_them_not_when_asked() {
     let sim = crate::common::start_platform(|_| {}).await;
     let client = sim.client().await.unwrap();
     let mut trial = created(&client, "trial-stamps").await;
-    let mut wf = WaitFor::new("trial-test", BUDGET, "be Running");
-    wf.progress_every = None;
+    let wf = quiet("be Running");
     let unwatched = trial
         .wait_state(&wf, WorkspaceState::Running)
         .await
@@ -109,18 +122,10 @@ async fn a_trial_pauses_and_resumes_from_what_its_last_wait_saw() {
     let sim = crate::common::start_platform(|p| p.timing.activity_scale = 1.0).await;
     let client = sim.client().await.unwrap();
     let mut trial = created(&client, "trial-seen").await;
-    let wf = |state: WorkspaceState| {
-        let mut wf = WaitFor::new("trial-test", BUDGET, format!("be {state}"));
-        wf.progress_every = None;
-        wf
-    };
     let requests = || sim.api_fault_counts().requests;
     let pods = Arc::new(AttemptWatch::start(&client, NS, BUDGET).await.unwrap());
 
-    trial
-        .wait_state(&wf(WorkspaceState::Running), WorkspaceState::Running)
-        .await
-        .unwrap();
+    trial_reaches(&trial, WorkspaceState::Running).await;
     let before = requests();
     trial.pause().await.unwrap();
     assert_eq!(
@@ -128,18 +133,12 @@ async fn a_trial_pauses_and_resumes_from_what_its_last_wait_saw() {
         2,
         "the pod list and the patch, no read"
     );
-    trial
-        .wait_state(&wf(WorkspaceState::Paused), WorkspaceState::Paused)
-        .await
-        .unwrap();
+    trial_reaches(&trial, WorkspaceState::Paused).await;
     let before = requests();
     trial.resume_under(pods.clone()).await.unwrap();
     assert_eq!(requests() - before, 1, "the patch alone");
 
-    trial
-        .wait_state(&wf(WorkspaceState::Running), WorkspaceState::Running)
-        .await
-        .unwrap();
+    trial_reaches(&trial, WorkspaceState::Running).await;
     trial.editor = Some(wsgate::trial::EditorFiles {
         before: Default::default(),
     });
@@ -150,10 +149,7 @@ async fn a_trial_pauses_and_resumes_from_what_its_last_wait_saw() {
         3,
         "after files were written: the pod list, a read, the patch"
     );
-    trial
-        .wait_state(&wf(WorkspaceState::Paused), WorkspaceState::Paused)
-        .await
-        .unwrap();
+    trial_reaches(&trial, WorkspaceState::Paused).await;
     trial.forget_seen();
     let before = requests();
     trial.resume_under(pods).await.unwrap();
@@ -162,10 +158,7 @@ async fn a_trial_pauses_and_resumes_from_what_its_last_wait_saw() {
         2,
         "after forget_seen: a read, then the patch"
     );
-    trial
-        .wait_state(&wf(WorkspaceState::Running), WorkspaceState::Running)
-        .await
-        .unwrap();
+    trial_reaches(&trial, WorkspaceState::Running).await;
     assert!(sim.failure().is_none());
     sim.shutdown().await;
 }
@@ -204,8 +197,7 @@ async fn a_vscode_workspace_keeps_its_files_and_data_outside_home_is_refused() {
     tmp_data.status = None;
     kinds.create(&Default::default(), &tmp_data).await.unwrap();
     let mut ledger = Ledger::default();
-    let mut wf = WaitFor::new("trial-test", BUDGET, "be Running");
-    wf.progress_every = None;
+    let wf = quiet("be Running");
     let mut trials = Vec::new();
     for (name, kind) in [
         ("vscode-kept", "codeserver"),
